@@ -7,10 +7,11 @@ _warp_ready = False
 
 
 def init_warp(quiet: bool = True) -> None:
-    """Initialise Warp once per process."""
+    """Initialise Warp once per process (``quiet`` hides its init and module-load messages)."""
     global _warp_ready
     if not _warp_ready:
-        wp.config.quiet = quiet
+        if quiet:
+            wp.config.log_level = wp.LOG_WARNING
         wp.init()
         _warp_ready = True
 

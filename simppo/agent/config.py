@@ -1,0 +1,53 @@
+"""Typed configuration of the PPO agent (``configs/agent/*.yaml`` overrides these)."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class MLPCfg:
+    units: list[int] = field(default_factory=lambda: [512, 256, 128])
+    activation: str = "elu"  # elu | relu | tanh
+
+
+@dataclass
+class ActorCfg(MLPCfg):
+    init_log_std: float = -1.0
+    learnable_log_std: bool = True
+    tanh_mean: bool = False  # bound the action mean to (-1, 1)
+
+
+@dataclass
+class PPOAgentConfig:
+    """PPO hyper-parameters. Batch = ``num_steps * num_envs`` split into ``num_minibatches``."""
+
+    num_steps: int = 24
+    num_mini_epochs: int = 5
+    num_minibatches: int = 4
+    gamma: float = 0.99
+    tau: float = 0.95
+    e_clip: float = 0.2
+    clip_value_loss: bool = True
+    value_clip: float = 0.2
+    critic_coef: float = 1.0
+    entropy_coef: float = 0.0
+    bounds_loss_coef: float = 10.0
+    bounds_limit: float = 1.0
+    lambda_l2c2: float = 0.0
+    l2c2_obs_noise: float = 0.05
+    max_grad_norm: float = 1.0
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    lr_schedule: str = "adaptive"  # fixed | adaptive
+    desired_kl: float = 0.01
+    min_lr: float = 1e-5
+    max_lr: float = 1e-2
+    target_kl: float | None = None  # stop the remaining epochs of an iteration once mean KL exceeds it
+    normalize_obs: bool = True
+    normalize_rewards: bool = True
+    normalize_advantages: bool = True
+    obs_clip: float = 5.0
+    actor: ActorCfg = field(default_factory=ActorCfg)
+    critic: MLPCfg = field(default_factory=MLPCfg)
+    # checkpoints
+    save_last_every: int = 10
+    save_epoch_every: int = 500

@@ -1,0 +1,37 @@
+"""Top-level typed config of ``simppo-train``, registered with Hydra's ConfigStore.
+
+YAML files under ``configs/`` extend these schemas; unknown keys are errors (struct mode).
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+from simppo.agent.config import PPOAgentConfig
+from simppo.envs.pendulum import PendulumEnvCfg
+from simppo.utils.logger import WandbCfg
+
+
+@dataclass
+class TrainCfg:
+    env: Any = None  # one of the registered env schemas (group `env`)
+    agent: PPOAgentConfig = field(default_factory=PPOAgentConfig)
+    num_envs: int = 64
+    seed: int = 0
+    device: str = "auto"  # auto → cuda:0 if available else cpu
+    max_epochs: int = 1000
+    experiment_name: str = "default"
+    run_dir: str | None = None  # exact output folder; default runs/<experiment_name>/<timestamp>
+    resume: bool = False  # continue from <run_dir>/last.ckpt (or the newest run of experiment_name)
+    checkpoint: str | None = None  # weights-only warm start from this file
+    logger: str = "wandb"  # wandb | none
+    wandb: WandbCfg = field(default_factory=WandbCfg)
+    progress_bar: bool = True
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainCfg)
+    cs.store(group="env", name="pendulum_schema", node=PendulumEnvCfg)
+    cs.store(group="agent", name="ppo_schema", node=PPOAgentConfig)

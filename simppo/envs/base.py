@@ -1,0 +1,46 @@
+"""The vectorized env API every simppo env follows (all tensors stay on ``env.device``).
+
+``reset() -> obs`` and ``step(actions) -> (obs, reward, terminated, truncated, extras)`` where
+- ``obs`` is a dict of ``[num_envs, dim]`` float32 tensors: ``"obs"`` (actor) and ``"critic_obs"``
+  (critic; may be the same tensor). Envs that ended during the step are already reset: ``obs`` is
+  the first observation of the new episode; ``extras["terminal_obs"]`` holds, for every env, the
+  observation dict *before* any reset (equal to ``obs`` for envs that did not end), used to
+  bootstrap time-outs.
+- ``reward [N]`` float32, ``terminated [N]`` / ``truncated [N]`` bool.
+- ``extras["episode"]``: dict of ``[N]`` tensors summed over the episode that just ended (valid where
+  ``terminated | truncated``), e.g. ``reward``, ``length`` and per-term sums.
+Returned tensors are preallocated buffers reused on every step; copy them to keep them.
+"""
+
+from abc import ABC, abstractmethod
+
+import torch
+
+
+class VecEnv(ABC):
+    num_envs: int
+    num_actions: int
+    device: str
+    obs_dims: dict[str, int]  # {"obs": D, "critic_obs": D'}
+
+    @abstractmethod
+    def reset(self) -> dict[str, torch.Tensor]:
+        """Reset every env; returns the observation dict."""
+
+    @abstractmethod
+    def step(self, actions: torch.Tensor):
+        """Advance every env by one control step with ``actions [N, num_actions]``."""
+
+    @abstractmethod
+    def get_observations(self) -> dict[str, torch.Tensor]:
+        """The current observation dict (no stepping); valid after ``reset`` or ``load_state_dict``."""
+
+    @abstractmethod
+    def state_dict(self) -> dict:
+        """Everything needed to continue exactly (tensors and plain types)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass

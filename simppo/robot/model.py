@@ -1,0 +1,106 @@
+"""MuJoCo model loading and name → index resolution for a ``RobotCfg``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from simppo.robot.config import RobotCfg, load_robot_cfg
+
+
+def load_mj_model(robot_cfg: RobotCfg | str) -> mujoco.MjModel:
+    """Compile the robot's MJCF with MuJoCo C."""
+    cfg = load_robot_cfg(robot_cfg)
+    path = cfg.mjcf_path
+    if not path.is_file():
+        raise FileNotFoundError(f"{cfg.source or cfg.name}: mjcf not found: {path}")
+    return mujoco.MjModel.from_xml_path(str(path))
+
+
+@dataclass
+class RobotModel:
+    """A compiled robot with its names resolved to MuJoCo indices (numpy int arrays).
+
+    ``joint_qpos_adr [J]`` / ``joint_dof_adr [J]``: qpos / qvel address of each actuated joint in
+    ``joint_names`` order; ``actuator_ids [J]``: the actuator driving each joint; body ids index
+    MuJoCo bodies directly (0 = world).
+    """
+
+    cfg: RobotCfg
+    mj_model: mujoco.MjModel
+    joint_ids: np.ndarray
+    joint_qpos_adr: np.ndarray
+    joint_dof_adr: np.ndarray
+    actuator_ids: np.ndarray
+    root_body_id: int
+    anchor_body_id: int
+    tracked_body_ids: np.ndarray
+    end_effector_ids: np.ndarray
+    feet_body_ids: np.ndarray
+    foot_site_ids: np.ndarray
+    default_joint_pos: np.ndarray
+    action_scale: np.ndarray
+    joint_limits: np.ndarray
+    """[J, 2] lower/upper joint range in joint_names order."""
+
+    @property
+    def body_names(self) -> list[str]:
+        m = self.mj_model
+        return [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, i) or "" for i in range(m.nbody)]
+
+    @property
+    def tracked_body_names(self) -> list[str]:
+        return list(self.cfg.tracked_bodies)
+
+
+def _ids(m: mujoco.MjModel, cfg: RobotCfg, obj: mujoco.mjtObj, names: list[str], key: str) -> np.ndarray:
+    out = []
+    for n in names:
+        i = mujoco.mj_name2id(m, obj, n)
+        if i < 0:
+            raise ValueError(f"{cfg.source or cfg.name}: {key}: '{n}' not found in {cfg.mjcf_path.name}")
+        out.append(i)
+    return np.asarray(out, dtype=np.int64)
+
+
+def build_robot_model(robot_cfg: RobotCfg | str, mj_model: mujoco.MjModel | None = None) -> RobotModel:
+    """Validate every name of ``robot_cfg`` against the model and return the index arrays."""
+    cfg = load_robot_cfg(robot_cfg)
+    m = mj_model if mj_model is not None else load_mj_model(cfg)
+    where = cfg.source or cfg.name
+    B = mujoco.mjtObj.mjOBJ_BODY
+    jids = _ids(m, cfg, mujoco.mjtObj.mjOBJ_JOINT, cfg.joint_names, "joint_names")
+    for n, j in zip(cfg.joint_names, jids, strict=True):
+        if int(m.jnt_type[j]) not in (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE)):
+            raise ValueError(f"{where}: joint_names: '{n}' is not a hinge/slide joint")
+    act = []
+    for n, j in zip(cfg.joint_names, jids, strict=True):
+        is_jnt = m.actuator_trntype == int(mujoco.mjtTrn.mjTRN_JOINT)
+        hits = np.nonzero(is_jnt & (m.actuator_trnid[:, 0] == j))[0]
+        if len(hits) != 1:
+            raise ValueError(
+                f"{where}: joint_names: '{n}' needs exactly one joint actuator, found {len(hits)}"
+            )
+        act.append(int(hits[0]))
+    limits = np.where(
+        m.jnt_limited[jids, None].astype(bool), m.jnt_range[jids], np.array([-np.inf, np.inf])
+    )
+    return RobotModel(
+        cfg=cfg,
+        mj_model=m,
+        joint_ids=jids,
+        joint_qpos_adr=m.jnt_qposadr[jids].astype(np.int64),
+        joint_dof_adr=m.jnt_dofadr[jids].astype(np.int64),
+        actuator_ids=np.asarray(act, dtype=np.int64),
+        root_body_id=int(_ids(m, cfg, B, [cfg.root_body], "root_body")[0]),
+        anchor_body_id=int(_ids(m, cfg, B, [cfg.anchor_body], "anchor_body")[0]),
+        tracked_body_ids=_ids(m, cfg, B, cfg.tracked_bodies, "tracked_bodies"),
+        end_effector_ids=_ids(m, cfg, B, cfg.end_effectors, "end_effectors"),
+        feet_body_ids=_ids(m, cfg, B, cfg.feet, "feet"),
+        foot_site_ids=_ids(m, cfg, mujoco.mjtObj.mjOBJ_SITE, cfg.foot_sites, "foot_sites"),
+        default_joint_pos=np.asarray(cfg.default_joint_pos, dtype=np.float64),
+        action_scale=np.asarray(cfg.action_scale, dtype=np.float64),
+        joint_limits=np.asarray(limits, dtype=np.float64),
+    )

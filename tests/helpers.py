@@ -1,0 +1,57 @@
+"""Shared test helpers (imported as ``from helpers import ...``; tests/ is on sys.path via conftest)."""
+
+import torch
+from lightning_fabric import Fabric
+
+from simppo.agent.config import ActorCfg, MLPCfg, PPOAgentConfig
+
+
+def cpu_fabric() -> Fabric:
+    return Fabric(accelerator="cpu", devices=1, precision="32-true")
+
+
+def small_agent_cfg(**overrides) -> PPOAgentConfig:
+    cfg = PPOAgentConfig(
+        num_steps=32, num_mini_epochs=5, num_minibatches=4, gamma=0.95, tau=0.95, entropy_coef=0.0,
+        actor_lr=3e-3, critic_lr=3e-3, bounds_loss_coef=1.0,
+        actor=ActorCfg(units=[64, 64], init_log_std=-0.5), critic=MLPCfg(units=[64, 64]),
+    )
+    for k, v in overrides.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+class SyncCounter:
+    """Counts Tensor.item/.cpu/.numpy/.tolist/__bool__ calls while active (monkeypatched)."""
+
+    NAMES = ("item", "cpu", "numpy", "tolist", "__bool__")
+
+    def __init__(self, monkeypatch):
+        self.counts = dict.fromkeys(self.NAMES, 0)
+        self._mp = monkeypatch
+        self.active = False
+        self.trace = False
+        for name in self.NAMES:
+            original = getattr(torch.Tensor, name)
+
+            def wrapper(t, *a, _orig=original, _name=name, **k):
+                if self.active:
+                    self.counts[_name] += 1
+                    if self.trace:
+                        import traceback
+
+                        traceback.print_stack(limit=6)
+                return _orig(t, *a, **k)
+
+            monkeypatch.setattr(torch.Tensor, name, wrapper)
+
+    def __enter__(self):
+        self.active = True
+        return self
+
+    def __exit__(self, *exc):
+        self.active = False
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
