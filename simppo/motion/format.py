@@ -1,0 +1,342 @@
+"""simppo motion shard files: one binary file per shard, header JSON + contiguous aligned arrays.
+
+Layout (all integers little-endian; see ``docs/motion_format.md``)::
+
+    offset 0   8 bytes   magic  b"SIMPPOMS"
+    offset 8   uint32    format version (FORMAT_VERSION)
+    offset 12  uint32    reserved (0)
+    offset 16  uint64    header length H in bytes
+    offset 24  H bytes   header, UTF-8 JSON
+    ...        padding   zeros up to the next multiple of ALIGN
+    field arrays, each C-contiguous, starting at a multiple of ALIGN, at the offsets named in the header
+
+Opening a shard (:func:`open_shard`) reads the 24-byte preamble and the header only; the arrays
+are exposed as read-only ``np.memmap`` views that touch the file only when indexed.
+
+Frame fields (axis 0 = frame, motions concatenated in header order; world frame, quaternions wxyz,
+float32). Motion body ``b`` is MuJoCo body id ``b + 1`` (the world body 0 is excluded), so
+``B = nbody - 1``; ``D`` = number of hinge/slide joints after the free root joint, in MuJoCo
+qpos order (listed in the header as ``joint_names``); ``C`` = number of foot bodies (``contact_bodies``)::
+
+    root_pos        [T, 3]      root_quat       [T, 4]
+    root_lin_vel_w  [T, 3]      root_ang_vel_w  [T, 3]      (= body 0's velocities)
+    dof_pos         [T, D]      dof_vel         [T, D]
+    body_pos_w      [T, B, 3]   body_quat_w     [T, B, 4]
+    body_lin_vel_w  [T, B, 3]   body_ang_vel_w  [T, B, 3]
+    contacts        [T, C]      uint8 0/1 (only when C > 0)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"SIMPPOMS"
+FORMAT_VERSION = 1
+ALIGN = 64
+SHARD_SUFFIX = ".sms"
+_PREAMBLE = struct.Struct("<8sIIQ")  # magic, version, reserved, header length
+
+#: Per-frame fields: name -> (dtype, trailing shape as a function of (B, D, C)).
+FRAME_FIELDS: dict[str, tuple[str, str]] = {
+    "root_pos": ("float32", "3"),
+    "root_quat": ("float32", "4"),
+    "root_lin_vel_w": ("float32", "3"),
+    "root_ang_vel_w": ("float32", "3"),
+    "dof_pos": ("float32", "D"),
+    "dof_vel": ("float32", "D"),
+    "body_pos_w": ("float32", "B,3"),
+    "body_quat_w": ("float32", "B,4"),
+    "body_lin_vel_w": ("float32", "B,3"),
+    "body_ang_vel_w": ("float32", "B,3"),
+    "contacts": ("uint8", "C"),
+}
+
+
+class ShardFormatError(ValueError):
+    """A file is not a readable simppo motion shard."""
+
+
+def names_digest(names) -> str:
+    """Stable SHA-256 hex digest of an ordered list of names (motion, joint or body names)."""
+    h = hashlib.sha256()
+    for n in names:
+        b = str(n).encode("utf-8")
+        h.update(len(b).to_bytes(4, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def robot_digest(joint_names, body_names) -> str:
+    """Digest identifying a robot's kinematic naming: joint names then body names, in file order."""
+    return names_digest(["joints:"] + list(joint_names) + ["bodies:"] + list(body_names))
+
+
+def field_shape(name: str, num_frames: int, num_bodies: int, num_dofs: int, num_contacts: int) -> tuple:
+    dims = {"B": num_bodies, "D": num_dofs, "C": num_contacts}
+    tail = tuple(dims[s] if s in dims else int(s) for s in FRAME_FIELDS[name][1].split(","))
+    return (num_frames,) + tail
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass
+class MotionMeta:
+    """One motion inside a shard: frames ``[start, start + num_frames)`` of every field."""
+
+    name: str
+    fps: float
+    start: int
+    num_frames: int
+    weight: float = 1.0
+    source: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "fps": float(self.fps),
+            "start": int(self.start),
+            "num_frames": int(self.num_frames),
+            "weight": float(self.weight),
+            "source": self.source,
+        }
+
+
+@dataclass
+class ShardHeader:
+    """Everything in a shard file except the arrays."""
+
+    robot: str
+    joint_names: list[str]
+    body_names: list[str]
+    contact_bodies: list[str]
+    motions: list[MotionMeta]
+    fields: dict[str, dict] = field(default_factory=dict)  # name -> {dtype, shape, offset, nbytes}
+    version: int = FORMAT_VERSION
+    file_size: int = 0
+
+    @property
+    def num_frames(self) -> int:
+        return sum(m.num_frames for m in self.motions)
+
+    @property
+    def motion_names(self) -> list[str]:
+        return [m.name for m in self.motions]
+
+    @property
+    def names_digest(self) -> str:
+        return names_digest(self.motion_names)
+
+    @property
+    def robot_digest(self) -> str:
+        return robot_digest(self.joint_names, self.body_names)
+
+    def layout(self) -> None:
+        """Fill ``fields`` (shapes, dtypes, aligned byte offsets) and ``file_size`` from the motions."""
+        T, B, D, C = self.num_frames, len(self.body_names), len(self.joint_names), len(self.contact_bodies)
+        names = [n for n in FRAME_FIELDS if n != "contacts" or C > 0]
+        fields = {
+            n: {
+                "dtype": FRAME_FIELDS[n][0],
+                "shape": list(field_shape(n, T, B, D, C)),
+                "offset": 0,
+                "nbytes": 0,
+            }
+            for n in names
+        }
+        # the header's own size depends on the offsets; iterate until the data start is stable
+        data_start = 0
+        while True:
+            off = data_start
+            for f in fields.values():
+                f["offset"] = off
+                f["nbytes"] = int(np.dtype(f["dtype"]).itemsize * int(np.prod(f["shape"])))
+                off = _align(off + f["nbytes"])
+            self.fields = fields
+            self.file_size = off
+            need = _align(_PREAMBLE.size + len(self.to_bytes()))
+            if need <= data_start:
+                break
+            data_start = need
+
+    def to_json(self) -> dict:
+        return {
+            "format": "simppo-motion-shard",
+            "version": self.version,
+            "robot": self.robot,
+            "robot_digest": self.robot_digest,
+            "joint_names": list(self.joint_names),
+            "body_names": list(self.body_names),
+            "body_index_note": "motion body b = MuJoCo body id b + 1 (world body excluded)",
+            "contact_bodies": list(self.contact_bodies),
+            "names_digest": self.names_digest,
+            "num_motions": len(self.motions),
+            "num_frames": self.num_frames,
+            "motions": [m.to_json() for m in self.motions],
+            "fields": self.fields,
+            "file_size": self.file_size,
+        }
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, d: dict) -> ShardHeader:
+        h = cls(
+            robot=d["robot"],
+            joint_names=list(d["joint_names"]),
+            body_names=list(d["body_names"]),
+            contact_bodies=list(d["contact_bodies"]),
+            motions=[MotionMeta(**m) for m in d["motions"]],
+            fields=dict(d["fields"]),
+            version=int(d["version"]),
+            file_size=int(d["file_size"]),
+        )
+        return h
+
+
+class Shard:
+    """An opened shard: header in memory, arrays memory-mapped on first access (read-only)."""
+
+    def __init__(self, path: str | os.PathLike, header: ShardHeader):
+        self.path = str(path)
+        self.header = header
+        self._maps: dict[str, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return f"Shard({self.path!r}, motions={len(self.header.motions)}, frames={self.header.num_frames})"
+
+    def has(self, name: str) -> bool:
+        return name in self.header.fields
+
+    def array(self, name: str) -> np.ndarray:
+        """Read-only memmap of one field, shape as in the header (pages load on access)."""
+        if name not in self._maps:
+            f = self.header.fields[name]
+            shape = tuple(f["shape"])
+            if int(np.prod(shape)) == 0:
+                self._maps[name] = np.zeros(shape, dtype=f["dtype"])
+            else:
+                self._maps[name] = np.memmap(self.path, dtype=f["dtype"], mode="r", offset=f["offset"], shape=shape)
+        return self._maps[name]
+
+    def motion_slice(self, i: int) -> slice:
+        m = self.header.motions[i]
+        return slice(m.start, m.start + m.num_frames)
+
+
+def read_header(path: str | os.PathLike) -> ShardHeader:
+    """Read and check a shard's preamble and JSON header; never touches the arrays."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            pre = fh.read(_PREAMBLE.size)
+            if len(pre) < _PREAMBLE.size:
+                raise ShardFormatError(f"{path}: too short to be a motion shard")
+            magic, version, _, hlen = _PREAMBLE.unpack(pre)
+            if magic != MAGIC:
+                raise ShardFormatError(f"{path}: not a simppo motion shard (bad magic {magic!r})")
+            if version != FORMAT_VERSION:
+                raise ShardFormatError(
+                    f"{path}: shard format version {version}, this simppo reads "
+                    f"version {FORMAT_VERSION}; re-pack with simppo-pack"
+                )
+            raw = fh.read(hlen)
+            size = os.fstat(fh.fileno()).st_size
+    except FileNotFoundError:
+        raise ShardFormatError(f"{path}: no such shard file") from None
+    if len(raw) != hlen:
+        raise ShardFormatError(f"{path}: truncated header")
+    try:
+        header = ShardHeader.from_json(json.loads(raw.decode("utf-8")))
+    except (ValueError, KeyError, TypeError) as e:
+        raise ShardFormatError(f"{path}: corrupt header ({e})") from None
+    if size < header.file_size:
+        raise ShardFormatError(f"{path}: truncated ({size} bytes, header says {header.file_size})")
+    return header
+
+
+def open_shard(path: str | os.PathLike) -> Shard:
+    return Shard(path, read_header(path))
+
+
+def _file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _tmp_path_for(path: Path) -> Path:
+    """A fresh temp file next to ``path`` (same filesystem, so ``os.replace`` is atomic)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, _file_mode())  # mkstemp creates 0600; give the final file the usual permissions
+    os.close(fd)
+    return Path(tmp)
+
+
+def _write_preamble_and_header(fh, header: ShardHeader) -> None:
+    hb = header.to_bytes()
+    fh.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, len(hb)))
+    fh.write(hb)
+
+
+def _write_field(fh, header: ShardHeader, name: str, arr: np.ndarray) -> None:
+    f = header.fields[name]
+    a = np.ascontiguousarray(arr, dtype=f["dtype"])
+    if list(a.shape) != f["shape"]:
+        raise ValueError(f"field {name}: shape {list(a.shape)} != {f['shape']}")
+    fh.seek(f["offset"])
+    fh.write(a.tobytes(order="C"))
+
+
+def write_shard(path: str | os.PathLike, header: ShardHeader, arrays: dict[str, np.ndarray] | None) -> Path:
+    """Write a shard atomically (temp file next to ``path`` then ``os.replace``).
+
+    ``header.layout()`` is called here. ``arrays`` maps every field in the layout to its array;
+    ``arrays=None`` reserves the arrays as a sparse, zero-filled region (used for streaming writers and
+    for tests of very large packs).
+    """
+    path = Path(path)
+    header.layout()
+    tmp = _tmp_path_for(path)
+    try:
+        with open(tmp, "wb") as fh:
+            _write_preamble_and_header(fh, header)
+            if arrays is not None:
+                missing = set(header.fields) - set(arrays)
+                if missing:
+                    raise ValueError(f"missing fields {sorted(missing)}")
+                for name in header.fields:
+                    _write_field(fh, header, name, arrays[name])
+            fh.truncate(header.file_size)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    path = Path(path)
+    tmp = _tmp_path_for(path)
+    try:
+        with open(tmp, "w") as fh:
+            json.dump(obj, fh, indent=1)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,157 @@
+"""Stable row allocation over packed motion shards (API of ProtoMotions' ``ppo.utils.motion_index``).
+
+A :class:`MotionIndex` is an ordered list of shards; motion ``j`` of shard ``s`` owns global row
+``s.offset + j``. Offsets are cumulative counts in shard order, so appending a shard never moves the
+rows of the shards before it — per-motion training state (e.g. a per-motion log-std table) keyed by
+row stays valid when the motion set grows. Each shard carries the digest of its motion names, so a
+checkpoint's rows can be validated against the motions actually loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from simppo.motion.format import SHARD_SUFFIX, ShardFormatError, ShardHeader, names_digest, read_header
+
+INDEX_FILE = "index.json"
+PACK_FORMAT = "simppo-motion-pack"
+
+__all__ = ["INDEX_FILE", "MotionIndex", "MotionShard", "names_digest", "resolve_shard_paths"]
+
+
+@dataclass
+class MotionShard:
+    """One shard's rows: ``[offset, offset + count)``; ``names_digest`` of its motion names in order."""
+
+    path: str
+    offset: int
+    count: int
+    names_digest: str
+
+
+def _read_pack_index(index_path: Path) -> list[Path]:
+    try:
+        d = json.loads(index_path.read_text())
+    except (OSError, ValueError) as e:
+        raise ShardFormatError(f"{index_path}: unreadable pack index ({e})") from None
+    if d.get("format") != PACK_FORMAT:
+        raise ShardFormatError(f"{index_path}: not a simppo motion pack index")
+    return [(index_path.parent / s["file"]).resolve() for s in d["shards"]]
+
+
+def resolve_shard_paths(sources) -> list[Path]:
+    """Expand sources (shard files, pack directories holding ``index.json``, index files) to shard paths.
+
+    A directory without ``index.json`` contributes its ``*.sms`` files in sorted order.
+    """
+    if isinstance(sources, str | os.PathLike):
+        sources = [sources]
+    out: list[Path] = []
+    for src in sources:
+        p = Path(src).expanduser()
+        if p.is_dir():
+            if (p / INDEX_FILE).is_file():
+                out.extend(_read_pack_index(p / INDEX_FILE))
+            else:
+                found = sorted(p.glob(f"*{SHARD_SUFFIX}"))
+                if not found:
+                    raise ShardFormatError(f"{p}: no {INDEX_FILE} and no *{SHARD_SUFFIX} shard files")
+                out.extend(f.resolve() for f in found)
+        elif p.suffix == ".json":
+            out.extend(_read_pack_index(p))
+        else:
+            if not p.exists():
+                raise ShardFormatError(f"{p}: no such motion source")
+            out.append(p.resolve())
+    return out
+
+
+@dataclass
+class MotionIndex:
+    shards: list[MotionShard]
+    _headers: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def num_motions(self) -> int:
+        return sum(s.count for s in self.shards)
+
+    def state_dict(self) -> dict:
+        """Plain Python types only (safe for ``torch.load(weights_only=True)``)."""
+        return {"shards": [asdict(s) for s in self.shards], "num_motions": self.num_motions}
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> MotionIndex:
+        return cls([MotionShard(**s) for s in state["shards"]])
+
+    def header(self, i: int) -> ShardHeader:
+        """Header of shard ``i`` (read once, then cached)."""
+        path = self.shards[i].path
+        if path not in self._headers:
+            self._headers[path] = read_header(path)
+        return self._headers[path]
+
+    def offset_for(self, motion_lib) -> int:
+        """Row offset of ``motion_lib``'s motions inside this index.
+
+        The lib's shards must appear in this index as a consecutive run with identical motion-name
+        digests and counts; raises ``ValueError`` otherwise.
+        """
+        lib_shards = MotionIndex.build(motion_lib).shards
+        n = len(lib_shards)
+        if n == 0:
+            raise ValueError("motion lib has no shards")
+        for i in range(len(self.shards) - n + 1):
+            run = self.shards[i : i + n]
+            if all(
+                a.names_digest == b.names_digest and a.count == b.count for a, b in zip(run, lib_shards, strict=False)
+            ):
+                return run[0].offset
+        raise ValueError(
+            "the loaded motions are not part of this motion index (names digest mismatch): "
+            f"lib digests {[s.names_digest[:12] for s in lib_shards]}, "
+            f"index digests {[s.names_digest[:12] for s in self.shards]}"
+        )
+
+    def extend(self, sources) -> MotionIndex:
+        """A new index with the shards of ``sources`` appended; existing rows keep their offsets."""
+        more = MotionIndex.from_sources(sources)
+        base = self.num_motions
+        shards = list(self.shards) + [
+            MotionShard(s.path, base + s.offset, s.count, s.names_digest) for s in more.shards
+        ]
+        idx = MotionIndex(shards)
+        idx._headers.update(self._headers)
+        idx._headers.update(more._headers)
+        return idx
+
+    @classmethod
+    def from_sources(cls, sources) -> MotionIndex:
+        """Index shard files, pack directories or pack index files, reading each shard's header once.
+
+        Never loads poses: only the fixed-size preamble and JSON header of each shard are read.
+        """
+        shards: list[MotionShard] = []
+        headers: dict[str, ShardHeader] = {}
+        offset = 0
+        for p in resolve_shard_paths(sources):
+            key = str(p)
+            h = headers.get(key) or read_header(p)
+            headers[key] = h
+            shards.append(MotionShard(key, offset, len(h.motions), h.names_digest))
+            offset += len(h.motions)
+        idx = cls(shards)
+        idx._headers.update(headers)
+        return idx
+
+    @classmethod
+    def build(cls, motion_lib) -> MotionIndex:
+        """The index of exactly the shards a loaded :class:`~simppo.motion.motion_lib.MotionLib` holds."""
+        idx = getattr(motion_lib, "index", None)
+        if not isinstance(idx, MotionIndex):
+            raise TypeError("MotionIndex.build expects a MotionLib (with an .index)")
+        out = cls([MotionShard(s.path, s.offset, s.count, s.names_digest) for s in idx.shards])
+        out._headers.update(idx._headers)
+        return out

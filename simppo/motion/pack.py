@@ -1,0 +1,481 @@
+"""Pack motion clips (CSV / NPZ / YAML manifest / directories) into simppo motion shards.
+
+Pipeline per clip: read ``qpos`` rows (root pos, root quat, joints in the robot's standard order) →
+validate → optional resampling (lerp / slerp) to ``target_fps`` → MuJoCo C forward kinematics
+(``mj_kinematics``) → finite-difference velocities → foot contact labels → shard arrays.
+
+Errors are :class:`MotionPackError` with ``file:row:col`` (1-based; CSV rows are file lines, NPZ rows
+are frames; ``0`` when the error concerns the whole file or column).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from simppo.motion.format import (
+    FORMAT_VERSION,
+    SHARD_SUFFIX,
+    MotionMeta,
+    ShardHeader,
+    write_json_atomic,
+    write_shard,
+)
+from simppo.motion.index import INDEX_FILE, PACK_FORMAT
+from simppo.motion.kinematics import (
+    RobotKinematics,
+    angular_velocity,
+    contact_labels,
+    finite_diff,
+    quat_make_continuous,
+    quat_slerp,
+)
+
+SUPPORTED_SUFFIXES = (".csv", ".npz")
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+
+
+class MotionPackError(ValueError):
+    """One-line packing error located at ``file:row:col``."""
+
+    def __init__(self, file, row: int, col: int, what: str):
+        self.file, self.row, self.col, self.what = str(file), int(row), int(col), what
+        super().__init__(f"{self.file}:{self.row}:{self.col}: {what}")
+
+
+@dataclass
+class PackOptions:
+    fps: float = 30.0  # fps of CSV inputs (NPZ carry their own)
+    quat_order: str = "wxyz"  # root quaternion order of the inputs
+    target_fps: float | None = None  # resample to this rate
+    max_motions_per_shard: int = 256
+    joint_limit_tol: float = 0.05  # rad beyond the MJCF range that is still accepted
+    ground_tol: float = 0.10  # m below z=0 that any collision geom may reach
+    contact_height: float = 0.03  # m: foot lowest point below this ...
+    contact_speed: float = 0.3  # m/s: ... and foot speed below this = contact
+
+
+@dataclass
+class ClipSource:
+    """One clip to pack, as named by the inputs (before reading)."""
+
+    path: Path
+    name: str
+    weight: float = 1.0
+    fps: float | None = None
+    quat_order: str | None = None
+    where: str = ""  # manifest location for error messages
+    row: int = 0
+
+
+@dataclass
+class Clip:
+    """A read clip: ``qpos [T, 7 + D]`` in MuJoCo qpos order, root quaternion wxyz."""
+
+    name: str
+    fps: float
+    qpos: np.ndarray
+    weight: float
+    source: str
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # file row of each frame (1-based)
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def expand_inputs(inputs, opts: PackOptions) -> list[ClipSource]:
+    """Files, directories (``*.csv``/``*.npz`` inside, sorted) and YAML manifests → clip sources."""
+    out: list[ClipSource] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in SUPPORTED_SUFFIXES)
+            if not files:
+                raise MotionPackError(p, 0, 0, "directory holds no .csv or .npz motion files")
+            out.extend(ClipSource(f, f.stem) for f in files)
+        elif not p.exists():
+            raise MotionPackError(p, 0, 0, "no such file or directory")
+        elif p.suffix.lower() in MANIFEST_SUFFIXES:
+            out.extend(_read_manifest(p))
+        elif p.suffix.lower() in SUPPORTED_SUFFIXES:
+            out.append(ClipSource(p, p.stem))
+        else:
+            raise MotionPackError(p, 0, 0, f"unsupported input type {p.suffix!r} (csv, npz, yaml, directory)")
+    seen: dict[str, ClipSource] = {}
+    for s in out:
+        if s.name in seen:
+            raise MotionPackError(
+                s.where or s.path,
+                s.row,
+                0,
+                f"duplicate motion name {s.name!r} (also from {seen[s.name].path})",
+            )
+        seen[s.name] = s
+    return out
+
+
+def _read_manifest(path: Path) -> list[ClipSource]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise MotionPackError(
+            path,
+            (mark.line + 1) if mark else 0,
+            (mark.column + 1) if mark else 0,
+            f"invalid YAML: {getattr(e, 'problem', e)}",
+        ) from None
+    defaults: dict = {}
+    if isinstance(doc, dict):
+        defaults = {k: doc[k] for k in ("fps", "quat_order", "weight") if k in doc}
+        entries = doc.get("motions")
+    else:
+        entries = doc
+    if not isinstance(entries, list) or not entries:
+        raise MotionPackError(
+            path, 0, 0, "manifest needs a non-empty list 'motions' of {file, weight, fps, quat_order, name}"
+        )
+    out = []
+    for i, e in enumerate(entries, start=1):
+        if isinstance(e, str):
+            e = {"file": e}
+        if not isinstance(e, dict) or "file" not in e:
+            raise MotionPackError(path, i, 0, f"manifest entry {i} needs a 'file'")
+        unknown = set(e) - {"file", "name", "weight", "fps", "quat_order"}
+        if unknown:
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: unknown keys {sorted(unknown)}")
+        f = Path(e["file"])
+        f = f if f.is_absolute() else path.parent / f
+        if not f.is_file():
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: no such file {f}")
+        if f.suffix.lower() not in SUPPORTED_SUFFIXES:
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: unsupported file type {f.suffix!r}")
+        e = {**defaults, **e}
+        try:
+            weight = float(e.get("weight", 1.0))
+            fps = float(e["fps"]) if "fps" in e else None
+        except (TypeError, ValueError):
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: weight/fps must be numbers") from None
+        if not (math.isfinite(weight) and weight > 0):
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: weight must be > 0, got {weight}")
+        if fps is not None and not (math.isfinite(fps) and fps > 0):
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: fps must be > 0, got {fps}")
+        qo = e.get("quat_order")
+        if qo is not None and qo not in ("wxyz", "xyzw"):
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: quat_order must be wxyz or xyzw")
+        out.append(ClipSource(f, str(e.get("name", f.stem)), weight, fps, qo, where=str(path), row=i))
+    return out
+
+
+def _looks_like_header(line: str) -> bool:
+    for tok in line.split(","):
+        try:
+            float(tok)
+        except ValueError:
+            return True
+    return False
+
+
+def _read_csv(path: Path, ncols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``ncols`` floats; returns (values [T, ncols] float64, 1-based file line of each row)."""
+    with open(path) as fh:
+        lines = fh.read().splitlines()
+    first = 0
+    while first < len(lines) and not lines[first].strip():
+        first += 1
+    if first < len(lines) and _looks_like_header(lines[first]):
+        first += 1
+    rows, vals = [], []
+    for ln in range(first, len(lines)):
+        line = lines[ln].strip()
+        if not line:
+            continue
+        toks = line.split(",")
+        if len(toks) != ncols:
+            raise MotionPackError(
+                path,
+                ln + 1,
+                min(len(toks), ncols) + 1,
+                f"expected {ncols} columns for this robot, got {len(toks)}",
+            )
+        rows.append(ln + 1)
+        vals.append(toks)
+    if not vals:
+        raise MotionPackError(path, 0, 0, "empty clip: no data rows")
+    try:
+        arr = np.array(vals, dtype=np.float64)
+    except ValueError:
+        for r, toks in zip(rows, vals, strict=False):
+            for c, tok in enumerate(toks):
+                try:
+                    float(tok)
+                except ValueError:
+                    raise MotionPackError(path, r, c + 1, f"not a number: {tok.strip()!r}") from None
+        raise
+    return arr, np.array(rows)
+
+
+def _read_npz(path: Path, ncols: int) -> tuple[np.ndarray, float | None]:
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise MotionPackError(path, 0, 0, f"unreadable npz ({e})") from None
+    with z:
+        fps = float(np.asarray(z["fps"]).reshape(())) if "fps" in z.files else None
+        if "qpos" in z.files:
+            q = np.asarray(z["qpos"], dtype=np.float64)
+        elif all(k in z.files for k in ("root_pos", "root_quat", "dof_pos")):
+            parts = [np.asarray(z[k], dtype=np.float64) for k in ("root_pos", "root_quat", "dof_pos")]
+            for k, a in zip(("root_pos", "root_quat", "dof_pos"), parts, strict=False):
+                if a.ndim != 2:
+                    raise MotionPackError(path, 0, 0, f"{k} must be 2-D [frames, n], got shape {a.shape}")
+            if len({a.shape[0] for a in parts}) != 1:
+                raise MotionPackError(path, 0, 0, "root_pos, root_quat and dof_pos have different frame counts")
+            q = np.concatenate(parts, axis=1)
+        else:
+            raise MotionPackError(path, 0, 0, "npz needs 'qpos' or 'root_pos', 'root_quat', 'dof_pos'")
+    if q.ndim != 2:
+        raise MotionPackError(path, 0, 0, f"qpos must be 2-D [frames, {ncols}], got shape {q.shape}")
+    if q.shape[0] == 0:
+        raise MotionPackError(path, 0, 0, "empty clip: no frames")
+    if q.shape[1] != ncols:
+        raise MotionPackError(
+            path, 1, min(q.shape[1], ncols) + 1, f"expected {ncols} columns for this robot, got {q.shape[1]}"
+        )
+    return q, fps
+
+
+def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Clip:
+    """Read and validate one clip (values, quaternion, joint limits; ground is checked after FK)."""
+    D = robot.num_dofs
+    ncols = 7 + D
+    path = src.path
+    if path.suffix.lower() == ".csv":
+        vals, rows = _read_csv(path, ncols)
+        fps = src.fps or opts.fps
+    else:
+        vals, fps_file = _read_npz(path, ncols)
+        rows = np.arange(1, vals.shape[0] + 1)
+        fps = src.fps or fps_file or opts.fps
+    if not (math.isfinite(fps) and fps > 0):
+        raise MotionPackError(path, 0, 0, f"fps must be > 0, got {fps}")
+    bad = np.argwhere(~np.isfinite(vals))
+    if len(bad):
+        r, c = bad[0]
+        raise MotionPackError(path, rows[r], c + 1, f"non-finite value {vals[r, c]}")
+    if vals.shape[0] < 2:
+        raise MotionPackError(path, rows[0], 0, "empty clip: need at least 2 frames")
+    order = src.quat_order or opts.quat_order
+    q = vals[:, 3:7]
+    norms = np.linalg.norm(q, axis=1)
+    zero = np.nonzero(norms < 1e-6)[0]
+    if len(zero):
+        raise MotionPackError(path, rows[zero[0]], 4, "zero-norm root quaternion")
+    q = q / norms[:, None]
+    if order == "xyzw":
+        q = q[:, [3, 0, 1, 2]]
+    elif order != "wxyz":
+        raise MotionPackError(path, 0, 0, f"unknown quaternion order {order!r}")
+    q = quat_make_continuous(q)
+    dof_in = vals[:, 7:]
+    lo = robot.joint_lower[robot.qpos_to_input]
+    hi = robot.joint_upper[robot.qpos_to_input]
+    viol = np.maximum(lo - dof_in, dof_in - hi)
+    over = np.argwhere(viol > opts.joint_limit_tol)
+    if len(over):
+        r, j = over[0]
+        name = robot.input_joint_names[j]
+        raise MotionPackError(
+            path,
+            rows[r],
+            8 + j,
+            f"joint {name} = {dof_in[r, j]:.4f} is outside its range "
+            f"[{lo[j]:.4f}, {hi[j]:.4f}] by more than {opts.joint_limit_tol} rad",
+        )
+    qpos = np.concatenate([vals[:, :3], q, dof_in[:, robot.input_to_qpos]], axis=1)
+    return Clip(src.name, float(fps), qpos, src.weight, str(path), rows)
+
+
+# ----------------------------------------------------------------------------- processing
+
+
+def resample(qpos: np.ndarray, fps: float, target_fps: float) -> np.ndarray:
+    """Resample ``qpos [T, 7 + D]`` (root quat wxyz, sign-continuous) to ``target_fps``:
+    lerp for positions and joints, slerp for the root quaternion; the last frame is at or before
+    the clip end."""
+    T = qpos.shape[0]
+    duration = (T - 1) / fps
+    n = int(math.floor(duration * target_fps + 1e-6)) + 1
+    t = np.arange(n) / target_fps * fps  # in source frames
+    i0 = np.clip(np.floor(t).astype(int), 0, T - 1)
+    i1 = np.minimum(i0 + 1, T - 1)
+    w = np.clip(t - i0, 0.0, 1.0)[:, None]
+    out = (1.0 - w) * qpos[i0] + w * qpos[i1]
+    out[:, 3:7] = quat_slerp(qpos[i0, 3:7], qpos[i1, 3:7], w)
+    return out
+
+
+def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[str, np.ndarray]:
+    """Frame arrays (shard field name → float32/uint8 array) for one validated clip."""
+    qpos, fps = clip.qpos, clip.fps
+    src_fps = clip.fps
+    if opts.target_fps and abs(opts.target_fps - fps) > 1e-9:
+        qpos = resample(qpos, fps, opts.target_fps)
+        fps = float(opts.target_fps)
+        rows = None
+    else:
+        rows = clip.rows
+    clip.fps = fps
+    dt = 1.0 / fps
+    fk = robot.forward(qpos)
+    low = np.nonzero(fk["lowest_z"] < -opts.ground_tol)[0]
+    if len(low):
+        t = low[0]
+        body = robot.body_names[fk["lowest_body"][t]]
+        row = (
+            int(rows[t]) if rows is not None else int(clip.rows[min(int(round(t * src_fps / fps)), len(clip.rows) - 1)])
+        )
+        raise MotionPackError(
+            clip.source,
+            row,
+            1,
+            f"body {body} is {-fk['lowest_z'][t]:.3f} m below the ground "
+            "(root height wrong? if the clip looks tumbled, try the other --quat-order)",
+        )
+    body_quat = quat_make_continuous(fk["body_quat"])
+    body_lin = finite_diff(fk["body_pos"], dt)
+    body_ang = angular_velocity(body_quat, dt)
+    root_quat = quat_make_continuous(qpos[:, 3:7])
+    arrays = {
+        "root_pos": qpos[:, :3],
+        "root_quat": root_quat,
+        "root_lin_vel_w": body_lin[:, 0],
+        "root_ang_vel_w": body_ang[:, 0],
+        "dof_pos": qpos[:, 7:],
+        "dof_vel": finite_diff(qpos[:, 7:], dt),
+        "body_pos_w": fk["body_pos"],
+        "body_quat_w": body_quat,
+        "body_lin_vel_w": body_lin,
+        "body_ang_vel_w": body_ang,
+    }
+    if robot.foot_body_ids:
+        fidx = np.array(robot.foot_body_ids) - 1
+        speed = np.linalg.norm(body_lin[:, fidx], axis=-1)
+        arrays["contacts"] = contact_labels(fk["foot_lowest_z"], speed, opts.contact_height, opts.contact_speed)
+    return {k: (v if v.dtype == np.uint8 else v.astype(np.float32)) for k, v in arrays.items()}
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+@dataclass
+class PackResult:
+    out_dir: Path
+    shards: list[Path]
+    num_motions: int
+    num_frames: int
+    seconds: float
+
+
+def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions) -> tuple:
+    shard_entries, shard_paths = [], []
+    total_frames = 0
+    per = max(1, int(opts.max_motions_per_shard))
+    for s0 in range(0, len(sources), per):
+        metas, chunks = [], []
+        start = 0
+        for src in sources[s0 : s0 + per]:
+            clip = read_clip(src, robot, opts)
+            arrays = process_clip(clip, robot, opts)
+            T = arrays["root_pos"].shape[0]
+            metas.append(MotionMeta(clip.name, clip.fps, start, T, clip.weight, Path(clip.source).name))
+            chunks.append(arrays)
+            start += T
+        header = ShardHeader(
+            robot=robot.name,
+            joint_names=robot.joint_names,
+            body_names=robot.body_names,
+            contact_bodies=list(robot.feet),
+            motions=metas,
+        )
+        arrays = {k: np.concatenate([c[k] for c in chunks], axis=0) for k in chunks[0]}
+        fname = f"shard_{len(shard_paths):05d}{SHARD_SUFFIX}"
+        write_shard(tmp / fname, header, arrays)
+        shard_paths.append(fname)
+        shard_entries.append(
+            {
+                "file": fname,
+                "num_motions": len(metas),
+                "num_frames": start,
+                "names_digest": header.names_digest,
+            }
+        )
+        total_frames += start
+    index = {
+        "format": PACK_FORMAT,
+        "version": FORMAT_VERSION,
+        "robot": robot.name,
+        "robot_digest": header.robot_digest,
+        "num_motions": len(sources),
+        "num_frames": total_frames,
+        "shards": shard_entries,
+    }
+    write_json_atomic(tmp / INDEX_FILE, index)
+    return shard_paths, total_frames
+
+
+def pack_motions(
+    inputs, out_dir, robot: str | RobotKinematics = "g1", force: bool = False, opts: PackOptions | None = None
+) -> PackResult:
+    """Pack ``inputs`` into ``out_dir`` (shards + ``index.json``), atomically.
+
+    The pack is built in a temporary directory next to ``out_dir`` and moved into place with
+    ``os.replace`` only when complete; an existing ``out_dir`` is replaced only with ``force`` (and
+    only after the new pack is completely written). On any error or interrupt nothing is left behind.
+    """
+    t0 = time.perf_counter()
+    opts = opts or PackOptions()
+    out_dir = Path(out_dir)
+    if opts.quat_order not in ("wxyz", "xyzw"):
+        raise MotionPackError("--quat-order", 0, 0, f"must be wxyz or xyzw, got {opts.quat_order!r}")
+    if opts.target_fps is not None and not opts.target_fps > 0:
+        raise MotionPackError("--target-fps", 0, 0, f"must be > 0, got {opts.target_fps}")
+    if (out_dir.exists() or out_dir.is_symlink()) and not force:
+        raise MotionPackError(out_dir, 0, 0, "output directory exists; pass --force to replace it")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise MotionPackError(out_dir, 0, 0, "output path exists and is not a directory")
+    sources = expand_inputs(list(inputs), opts)
+    if not sources:
+        raise MotionPackError(out_dir, 0, 0, "no input motions")
+    rk = robot if isinstance(robot, RobotKinematics) else RobotKinematics.from_robot(robot)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
+    old = out_dir.parent / f".{out_dir.name}.old-{tag}"
+    tmp.mkdir()
+    try:
+        shard_paths, total_frames = _write_pack(tmp, sources, rk, opts)
+        if out_dir.exists():
+            if not force:
+                raise MotionPackError(out_dir, 0, 0, "output directory exists; pass --force to replace it")
+            os.replace(out_dir, old)
+            try:
+                os.replace(tmp, out_dir)
+            except BaseException:
+                os.replace(old, out_dir)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PackResult(out_dir, [out_dir / p for p in shard_paths], len(sources), total_frames, time.perf_counter() - t0)
