@@ -7,9 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
 
 from simppo.agent.config import PPOAgentConfig
+from simppo.envs.humanoid_imitation import HumanoidImitationEnvCfg
 from simppo.envs.pendulum import PendulumEnvCfg
+from simppo.motion.config import MotionCfg
+from simppo.robot.config import RobotCfg
+from simppo.sim.config import MJWarpSimCfg
 from simppo.utils.logger import WandbCfg
 
 
@@ -17,7 +22,10 @@ from simppo.utils.logger import WandbCfg
 class TrainCfg:
     env: Any = None  # one of the registered env schemas (group `env`)
     agent: PPOAgentConfig = field(default_factory=PPOAgentConfig)
-    num_envs: int = 64
+    sim: MJWarpSimCfg = field(default_factory=MJWarpSimCfg)
+    robot: RobotCfg = MISSING  # group `robot` (configs/robot/<name>.yaml)
+    motion: MotionCfg = field(default_factory=MotionCfg)
+    num_envs: int | None = None  # None → 64 on CPU, 4096 on CUDA
     seed: int = 0
     device: str = "auto"  # auto → cuda:0 if available else cpu
     max_epochs: int = 1000
@@ -34,4 +42,5 @@ def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainCfg)
     cs.store(group="env", name="pendulum_schema", node=PendulumEnvCfg)
+    cs.store(group="env", name="humanoid_imitation_schema", node=HumanoidImitationEnvCfg)
     cs.store(group="agent", name="ppo_schema", node=PPOAgentConfig)

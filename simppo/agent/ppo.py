@@ -60,7 +60,8 @@ class PPO:
         self.experience_buffer = ExperienceBuffer(self.num_steps, self.num_envs, self.device)
         self.register_algorithm_experience_buffer_keys()
         self._zeros = torch.zeros((), device=self.device)
-        self._stats = {k: torch.zeros((), device=self.device) for k in ("ep_reward", "ep_length", "ep_count")}
+        self._ep_count = torch.zeros((), device=self.device)
+        self._ep_sums: dict[str, torch.Tensor] = {}  # per episode-stat key, summed over finished episodes
         self.current_obs = self.add_agent_info_to_obs(self.env.reset())
 
     def create_model(self) -> PPOModel:
@@ -149,11 +150,11 @@ class PPO:
         b.update_data("rewards", step, rewards)
         b.update_data("dones", step, fdones)
         b.update_data("terminated", step, terminated.float())
-        episode = extras.get("episode", {})
-        if "reward" in episode:
-            self._stats["ep_reward"] += (episode["reward"] * fdones).sum()
-            self._stats["ep_length"] += (episode["length"] * fdones).sum()
-            self._stats["ep_count"] += fdones.sum()
+        for key, value in extras.get("episode", {}).items():
+            if key not in self._ep_sums:
+                self._ep_sums[key] = torch.zeros((), device=self.device)
+            self._ep_sums[key] += (value * fdones).sum()
+        self._ep_count += fdones.sum()
         self.step_count += self.num_envs
 
     # ---------------------------------------------------------- optimization
@@ -260,16 +261,16 @@ class PPO:
         t1 = time.perf_counter()
         self.model.train()
         logs = self.optimize_model()
-        names = list(logs) + list(self._stats)
-        values = torch.stack([*(v.float() for v in logs.values()), *self._stats.values()]).tolist()
-        metrics = dict(zip(names, values, strict=True))
-        count = metrics.pop("ep_count")
-        ep_reward, ep_length = metrics.pop("ep_reward"), metrics.pop("ep_length")
-        if count > 0:
-            metrics["episode/reward"] = ep_reward / count
-            metrics["episode/length"] = ep_length / count
-        for v in self._stats.values():
-            v.zero_()
+        names = [*logs, *(f"episode/{k}" for k in self._ep_sums), "episode_count"]
+        values = torch.stack([*(v.float() for v in logs.values()), *self._ep_sums.values(), self._ep_count])
+        metrics = dict(zip(names, values.tolist(), strict=True))  # the one host gather per iteration
+        count = metrics.pop("episode_count")
+        for k in self._ep_sums:
+            value = metrics.pop(f"episode/{k}")
+            if count > 0:
+                metrics[f"episode/{k}"] = value / count
+            self._ep_sums[k].zero_()
+        self._ep_count.zero_()
         elapsed = time.perf_counter() - t0
         metrics["perf/steps_per_s"] = self.num_steps * self.num_envs / elapsed
         metrics["perf/rollout_s"] = t1 - t0

@@ -11,14 +11,17 @@ import torch
 from omegaconf import OmegaConf
 
 from simppo.config import TrainCfg, register_configs
-from simppo.paths import CONFIG_DIR, REPO_ROOT
+from simppo.paths import CONFIG_DIR
+
+CPU_DEFAULT_NUM_ENVS = 64  # MJWarp runs its kernels on one CPU core: small batches keep iterations short
+GPU_DEFAULT_NUM_ENVS = 4096
 
 
 def resolve_run_dir(cfg: TrainCfg) -> Path:
     """``run_dir`` if given; on ``resume`` the newest run of the experiment; else a new timestamped dir."""
     if cfg.run_dir:
         return Path(cfg.run_dir).expanduser().resolve()
-    base = REPO_ROOT / "runs" / cfg.experiment_name if not os.path.isabs("runs") else Path("runs")
+    base = Path.cwd() / "runs" / cfg.experiment_name
     if cfg.resume:
         runs = sorted(p for p in base.glob("*") if (p / "last.ckpt").is_file())
         if not runs:
@@ -70,6 +73,8 @@ def run(cfg_node) -> None:
 
     cfg: TrainCfg = OmegaConf.to_object(cfg_node)
     device = resolve_device(cfg.device)
+    if cfg.num_envs is None:
+        cfg.num_envs = CPU_DEFAULT_NUM_ENVS if device == "cpu" else GPU_DEFAULT_NUM_ENVS
     init_warp()
     torch.manual_seed(cfg.seed)
     run_dir = resolve_run_dir(cfg)

@@ -105,3 +105,15 @@ def quat_to_mat(q: wp.vec4) -> wp.mat33:
         2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x),
         2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y),
     )
+
+
+@wp.func
+def heading_quat(q: wp.vec4) -> wp.vec4:
+    """Yaw-only part of q (rotation about world z)."""
+    return quat_from_yaw(quat_yaw(q))
+
+
+@wp.func
+def quat_error_angle(a: wp.vec4, b: wp.vec4) -> float:
+    """Angle in [0, pi] of the rotation taking a to b (``|a^-1 b|``)."""
+    return quat_angle(quat_mul(quat_conj(a), b))

@@ -78,6 +78,10 @@ class MJWarpSim:
 
         with wp.ScopedDevice(self.wp_device):
             self.model = mjw.put_model(m)
+            # Hitting the solver/line-search iteration caps is normal for falling robots (MuJoCo C is
+            # silent about it too); keep MJWarp's warnings for real buffer overflows only.
+            quiet = mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS
+            self.model.opt.warn_overflow = int(self.model.opt.warn_overflow) & ~int(quiet)
             self.data = mjw.put_data(
                 m, mjd, nworld=self.num_envs, nconmax=self.cfg.nconmax, njmax=self.cfg.njmax
             )

@@ -1,0 +1,117 @@
+"""Raw MJWarp vs env vs full PPO training throughput of ``env=humanoid_imitation``, side by side.
+
+    python benchmarks/train_throughput.py [--num-envs 64 256] [--iterations 2] [--device auto]
+
+For each num_envs, in one process: raw MJWarp control steps/s (physics steps/s ÷ decimation, the
+simulator alone), env steps/s (physics + Warp kernels + resets) and full training steps/s
+(rollout + PPO update with the shipped default agent config ``configs/agent/ppo.yaml``), then the
+ratios ``env/raw`` and ``train/raw``.
+"""
+
+import argparse
+import time
+
+import mujoco_warp as mjw
+import torch
+import warp as wp
+from hydra import compose, initialize_config_dir
+from lightning_fabric import Fabric
+from omegaconf import OmegaConf
+
+from simppo.agent.ppo import PPO
+from simppo.config import register_configs
+from simppo.envs.humanoid_imitation import HumanoidImitationEnv
+from simppo.paths import CONFIG_DIR
+from simppo.utils.device import init_warp, resolve_device
+
+
+def load_train_cfg(num_envs: int, device: str):
+    register_configs()
+    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
+        node = compose("train", overrides=["env=humanoid_imitation", f"num_envs={num_envs}", f"device={device}",
+                                         "experiment_name=bench"])
+    return OmegaConf.to_object(node)
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def raw_control_steps_per_s(env: HumanoidImitationEnv, steps: int) -> float:
+    sim = env.sim
+    with wp.ScopedDevice(sim.wp_device):
+        graph = None
+        if sim.use_graph:
+            with wp.ScopedCapture() as cap:
+                for _ in range(sim.decimation):
+                    mjw.step(sim.model, sim.data)
+            graph = cap.graph
+
+        def control_step():
+            if graph is not None:
+                wp.capture_launch(graph)
+            else:
+                for _ in range(sim.decimation):
+                    mjw.step(sim.model, sim.data)
+
+        control_step()
+        wp.synchronize_device()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            control_step()
+        wp.synchronize_device()
+    return env.num_envs * steps / (time.perf_counter() - t0)
+
+
+def env_steps_per_s(env: HumanoidImitationEnv, steps: int, device: str) -> float:
+    actions = torch.zeros(env.num_envs, env.num_actions, device=device)
+    env.step(actions)
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        env.step(actions)
+    sync(device)
+    return env.num_envs * steps / (time.perf_counter() - t0)
+
+
+def train_steps_per_s(agent: PPO, iterations: int, device: str) -> float:
+    agent.train_iteration()  # warm-up
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iterations):
+        agent.train_iteration()
+    sync(device)
+    return agent.num_envs * agent.num_steps * iterations / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--num-envs", type=int, nargs="+", default=[64, 256])
+    p.add_argument("--iterations", type=int, default=2, help="PPO iterations timed per num_envs")
+    p.add_argument("--device", default="auto")
+    args = p.parse_args()
+    device = resolve_device(args.device)
+    init_warp()
+    torch.manual_seed(0)
+    for n in args.num_envs:
+        cfg = load_train_cfg(n, device)
+        env = HumanoidImitationEnv(cfg.env, cfg, num_envs=n, device=device, seed=0)
+        fabric = Fabric(accelerator="cuda" if device.startswith("cuda") else "cpu", devices=1, precision="32-true")
+        agent = PPO(fabric, env, cfg.agent)
+        agent.setup()
+        steps = agent.num_steps
+        raw = raw_control_steps_per_s(env, steps)
+        env.reset()
+        env_sps = env_steps_per_s(env, steps, device)
+        agent.current_obs = env.reset()
+        train = train_steps_per_s(agent, args.iterations, device)
+        print(f"[{device}] num_envs={n}: raw={raw:.0f} env={env_sps:.0f} train={train:.0f} control steps/s "
+              f"(agent: {steps} steps x {cfg.agent.num_mini_epochs} epochs x {cfg.agent.num_minibatches} minibatches, "
+              f"actor {cfg.agent.actor.units})")
+        print(f"env/raw = {env_sps / raw:.2f}")
+        print(f"train/raw = {train / raw:.2f}")
+
+
+if __name__ == "__main__":
+    main()

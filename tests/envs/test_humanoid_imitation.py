@@ -1,0 +1,113 @@
+"""humanoid_imitation env: reset state, kinematic replay, falling without a policy, host syncs, CLI."""
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+from helpers import SyncCounter
+from lightning_fabric import Fabric
+
+from simppo.agent.ppo import PPO
+from simppo.envs.humanoid_imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
+from simppo.kernels.imitation_rewards import REWARD_TERMS
+
+
+@pytest.fixture(scope="module")
+def env():
+    torch.manual_seed(0)
+    return HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=8, device="cpu")
+
+
+def test_reset_puts_simulator_bodies_on_the_reference(env):
+    env.reset()
+    torch.testing.assert_close(env.sim.xpos[:, 1:], env.ref.body_pos_w[:, 0], atol=1e-4, rtol=0)
+    dq = (env.sim.xquat[:, 1:] * env.ref.body_quat_w[:, 0]).sum(-1).abs()
+    torch.testing.assert_close(dq, torch.ones_like(dq), atol=1e-4, rtol=0)
+    # a partial reset to chosen (motion, time) moves only the masked envs
+    before = env.sim.qpos.clone()
+    mask = torch.zeros(env.num_envs, dtype=torch.bool)
+    mask[2] = True
+    env.reset_to(torch.full((env.num_envs,), 3, dtype=torch.int32), torch.full((env.num_envs,), 1.5), mask)
+    assert env.motion_ids[2] == 3 and env.times[2] == 1.5
+    assert torch.equal(env.sim.qpos[~mask], before[~mask])
+    torch.testing.assert_close(env.sim.xpos[2, 1:], env.ref.body_pos_w[2, 0], atol=1e-4, rtol=0)
+
+
+def test_observation_layout_slices_cover_the_buffer(env):
+    slices = env.obs_slices
+    assert slices["gravity_b"] == slice(0, 3)
+    assert max(s.stop for s in slices.values()) == env.full_dim
+    assert sum(s.stop - s.start for s in slices.values()) == env.full_dim
+    assert slices["ref_anchor_lin_vel"].start == env.actor_dim
+    obs = env.get_observations()
+    assert obs["obs"].shape == (env.num_envs, env.actor_dim)
+    assert obs["critic_obs"].shape == (env.num_envs, env.full_dim)
+    # gravity in the body frame of an upright robot points down
+    assert (obs["obs"][:, 2] < -0.8).all()
+
+
+def test_kinematic_replay_of_every_shipped_clip_scores_near_maximum():
+    cfg = replace(HumanoidImitationEnvCfg(), kinematic_replay=True, init_start_prob=1.0)
+    env = HumanoidImitationEnv(cfg, num_envs=6, device="cpu")
+    m = env.motion_lib.num_motions
+    ids = torch.arange(env.num_envs, dtype=torch.int32) % m
+    env.reset_to(ids, torch.zeros(env.num_envs))
+    max_reward = sum(w for w in (getattr(cfg.rewards, t) for t in REWARD_TERMS[:6]))
+    steps = int(torch.ceil(env.motion_lengths.max() / env.dt).item())
+    active = torch.ones(env.num_envs, dtype=torch.bool)
+    worst = torch.full((env.num_envs,), float("inf"))
+    zero = torch.zeros(env.num_envs, env.num_actions)
+    for _ in range(steps):
+        _, reward, terminated, truncated, _ = env.step(zero)
+        assert not terminated[active].any(), env.motion_lib.motion_names
+        worst = torch.where(active, torch.minimum(worst, reward), worst)
+        active &= ~truncated
+        if not active.any():
+            break
+    assert not active.any()  # every clip reached its end
+    assert (worst >= 0.99 * max_reward).all(), dict(zip(env.motion_lib.motion_names, worst.tolist(), strict=False))
+
+
+def test_zero_actions_on_a_dynamic_clip_terminate_within_seconds():
+    env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=2, device="cpu")
+    walk = env.motion_lib.motion_id("walk")
+    env.reset_to(torch.full((2,), walk, dtype=torch.int32), torch.zeros(2))
+    zero = torch.zeros(2, env.num_actions)
+    ended = torch.zeros(2, dtype=torch.bool)
+    for _ in range(int(4.0 / env.dt)):
+        _, _, terminated, truncated, _ = env.step(zero)
+        assert not (truncated & ~ended).any()
+        ended |= terminated
+        if ended.all():
+            break
+    assert ended.all()
+
+
+def test_env_step_and_ppo_update_make_no_host_sync(monkeypatch):
+    from helpers import small_agent_cfg
+    from test_host_syncs import count_agent_syncs
+
+    torch.manual_seed(0)
+    env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=4, device="cpu")
+    agent = PPO(Fabric(accelerator="cpu", devices=1), env, small_agent_cfg(num_steps=4, lambda_l2c2=0.1))
+    agent.setup()
+    counts = count_agent_syncs(agent, monkeypatch)
+    zero = {k: 0 for k in SyncCounter.NAMES}
+    assert counts == {"rollout": zero, "update": zero}, counts
+    counter = SyncCounter(monkeypatch)
+    with counter:
+        env.step(torch.zeros(4, env.num_actions))
+    assert counter.total == 0, counter.counts
+
+
+def test_simppo_train_humanoid_cli_end_to_end(tmp_path):
+    run_dir = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-m", "simppo.cli.train", "num_envs=8", "max_epochs=1", "logger=none",
+                          "agent.num_steps=4", "progress_bar=false", f"run_dir={run_dir}"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "HumanoidImitationEnv" in out.stdout
+    state = torch.load(run_dir / "last.ckpt", weights_only=True)
+    assert state["epoch"] == 1 and "sampler" in state["env"]
