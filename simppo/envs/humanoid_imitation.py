@@ -228,8 +228,9 @@ class HumanoidImitationEnv(VecEnv):
         return out
 
     # ------------------------------------------------------------- kernels
-    def _query_reference(self) -> None:
-        self.motion_lib.get_motion_state(self.motion_ids, self.times, self.future_offsets, out=self.ref)
+    def _query_reference(self, mask: torch.Tensor | None = None) -> None:
+        """Reference (now + future frames) into ``self.ref``; with ``mask [N]`` only for those envs."""
+        self.motion_lib.get_motion_state(self.motion_ids, self.times, self.future_offsets, out=self.ref, mask=mask)
 
     def _compute_observations(self) -> None:
         w = self._w
@@ -272,7 +273,7 @@ class HumanoidImitationEnv(VecEnv):
         self.sampler.sample(mask, self.motion_ids, self.times)
         self.episode_length.masked_fill_(mask, 0)
         self.episode_sums.masked_fill_(mask.unsqueeze(1), 0.0)
-        self._query_reference()
+        self._query_reference(mask)
         self._write_reference_into_sim(mask_wp, mask)
 
     # ------------------------------------------------------------------ API

@@ -55,6 +55,8 @@ def motion_interp_kernel(
     motion_num_frames: wp.array(dtype=wp.int32),
     motion_dt: wp.array(dtype=wp.float32),
     motion_length: wp.array(dtype=wp.float32),
+    env_mask: wp.array(dtype=wp.bool),
+    use_mask: int,
     root_pos: wp.array(dtype=wp.vec3),
     root_quat: wp.array(dtype=wp.vec4),
     root_lin_vel: wp.array(dtype=wp.vec3),
@@ -82,6 +84,8 @@ def motion_interp_kernel(
     contacts_out: wp.array3d(dtype=wp.float32),
 ):
     i, f, j = wp.tid()
+    if use_mask != 0 and not env_mask[i]:
+        return
     a, b, w = _frame_pair(
         motion_ids, times, future_offsets, motion_start, motion_num_frames, motion_dt, motion_length, i, f
     )
@@ -122,6 +126,7 @@ def launch_motion_interp(
     num_dofs: int,
     num_contacts: int,
     device: str,
+    env_mask: wp.array | None = None,
 ) -> None:
     """Launch :func:`motion_interp_kernel` once over ``(N, F, max(B, D, C, 1))``.
 
@@ -130,9 +135,13 @@ def launch_motion_interp(
     vec4 [T], ``root_lin_vel_w``/``root_ang_vel_w`` vec3 [T], ``dof_pos``/``dof_vel`` float32 [T, D],
     ``body_pos_w``/``body_lin_vel_w``/``body_ang_vel_w`` vec3 [T, B], ``body_quat_w`` vec4 [T, B],
     ``contacts`` uint8 [T, max(C, 1)]. ``out``: the same names with ``[N, F]`` prepended to the
-    trailing shape (``contacts`` float32 [N, F, max(C, 1)]).
+    trailing shape (``contacts`` float32 [N, F, max(C, 1)]). ``env_mask`` (bool [N], optional): only
+    those envs' rows are written; the others keep their values.
     """
     width = max(num_bodies, num_dofs, num_contacts, 1)
+    use_mask = env_mask is not None
+    if env_mask is None:
+        env_mask = wp.zeros(1, dtype=wp.bool, device=device)
     wp.launch(
         motion_interp_kernel,
         dim=(num_envs, num_slots, width),
@@ -144,6 +153,8 @@ def launch_motion_interp(
             motion_num_frames,
             motion_dt,
             motion_length,
+            env_mask,
+            int(use_mask),
             frames["root_pos"],
             frames["root_quat"],
             frames["root_lin_vel_w"],

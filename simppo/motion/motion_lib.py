@@ -281,12 +281,14 @@ class MotionLib:
         times: torch.Tensor,
         future_offsets: torch.Tensor | None = None,
         out: MotionState | None = None,
+        mask: torch.Tensor | None = None,
     ) -> MotionState:
         """Fill ``out`` with the reference state at ``times`` and ``times + future_offsets[k]``.
 
         ``motion_ids``: int32 or int64 [N] (int64 is copied into an int32 scratch on device, no sync);
         ``times``: float [N] seconds; ``future_offsets``: float32 [K] seconds (K = F - 1 of ``out``;
-        ``None`` when K = 0). Times are clamped to ``[0, length]``. One Warp launch, no host sync.
+        ``None`` when K = 0). Times are clamped to ``[0, length]``. ``mask`` (bool [N], optional): fill
+        only those envs' rows of ``out`` (the others keep their values). One Warp launch, no host sync.
         """
         N = motion_ids.shape[0]
         if out is None:
@@ -329,5 +331,6 @@ class MotionLib:
             num_dofs=self.num_dofs,
             num_contacts=self.num_contacts,
             device=self.wp_device,
+            env_mask=None if mask is None else wp.from_torch(mask, dtype=wp.bool),
         )
         return out

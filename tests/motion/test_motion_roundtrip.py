@@ -221,3 +221,26 @@ def test_state_shape_mismatches_are_rejected(tiny_pack):
         lib.get_motion_state(ids[:3], t[:3], torch.zeros(2), out=out)
     st = lib.get_motion_state(ids, t.double(), torch.tensor([0.1, 0.2], dtype=torch.float64), out=out)
     assert st is out
+
+
+def test_get_motion_state_mask_fills_only_masked_rows():
+    import torch
+
+    from simppo.motion.config import MotionCfg
+    from simppo.motion.motion_lib import MotionLib
+
+    lib = MotionLib(MotionCfg().resolved_files())
+    n = 6
+    ids = torch.arange(n, dtype=torch.int32) % lib.num_motions
+    times = torch.linspace(0.1, 2.0, n)
+    offs = torch.tensor([0.02, 0.04])
+    full = lib.get_motion_state(ids, times, offs)
+    out = lib.alloc_state(n, 2)
+    for t in out.tensors().values():
+        t.fill_(7.0)
+    mask = torch.tensor([True, False, True, False, False, True])
+    lib.get_motion_state(ids, times, offs, out=out, mask=mask)
+    for name, t in out.tensors().items():
+        ref = getattr(full, name)
+        assert torch.equal(t[mask], ref[mask]), name
+        assert (t[~mask] == 7.0).all(), name
