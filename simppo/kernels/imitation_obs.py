@@ -1,10 +1,10 @@
 """Observation kernel of the humanoid-imitation env: one thread per env writes one row of ``obs_out``.
 
-Row layout (``A`` joints, ``Nt`` tracked bodies, ``K`` future frames), all in the robot root's
-heading (yaw) frame unless stated:
+Row layout (``A`` joints, ``Nt`` tracked bodies, ``K`` future frames). Vectors are in the robot
+root's heading (yaw) frame except the three ``_b`` entries, which are in the full root-body frame:
 
 actor part
-  gravity_b (3, root frame) · root_lin_vel_b (3) · root_ang_vel_b (3) · joint_pos_rel (A) ·
+  gravity_b (3) · root_lin_vel_b (3) · root_ang_vel_b (3) · joint_pos_rel (A) ·
   joint_vel (A) · last_action (A) · body_pos (3·Nt, relative to the root) · body_rot6d (6·Nt)
   then for each future frame k = 1..K:
   anchor_pos_delta (3, reference anchor − robot anchor) · anchor_rot6d (6, robot anchor frame) ·

@@ -1,0 +1,236 @@
+"""Plain-torch float64 reference of the humanoid-imitation env math (observations, rewards,
+terminations, reference-state reset targets, actions), written from the documented formulas and
+independent of the Warp kernels. Everything is vectorised over envs; quaternions are wxyz.
+
+Robot state tensors (``xpos/xquat/lin_vel/ang_vel [N, nbody, ...]``) are indexed by MuJoCo body id;
+reference tensors (``[N, F, B, ...]``, slot 0 = now, 1..K = future) by motion body ``id - 1``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+F64 = torch.float64
+
+
+def f64(x: torch.Tensor) -> torch.Tensor:
+    """A float64 CPU copy (the reference always works on the exact float32 inputs, widened)."""
+    return x.detach().to(device="cpu", dtype=F64).clone()
+
+
+# ------------------------------------------------------------------ quaternions (wxyz)
+def q_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    aw, av = a[..., :1], a[..., 1:]
+    bw, bv = b[..., :1], b[..., 1:]
+    w = aw * bw - (av * bv).sum(-1, keepdim=True)
+    v = aw * bv + bw * av + torch.cross(av, bv, dim=-1)
+    return torch.cat([w, v], dim=-1)
+
+
+def q_conj(q: torch.Tensor) -> torch.Tensor:
+    return torch.cat([q[..., :1], -q[..., 1:]], dim=-1)
+
+
+def q_normalize(q: torch.Tensor) -> torch.Tensor:
+    return q / q.norm(dim=-1, keepdim=True)
+
+
+def q_to_mat(q: torch.Tensor) -> torch.Tensor:
+    """Rotation matrix ``[..., 3, 3]`` of a unit quaternion."""
+    w, x, y, z = q.unbind(-1)
+    rows = [
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ]
+    return torch.stack(rows, dim=-1).reshape(*q.shape[:-1], 3, 3)
+
+
+def q_rotate(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return (q_to_mat(q) @ v.unsqueeze(-1)).squeeze(-1)
+
+
+def q_rotate_inv(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return (q_to_mat(q).transpose(-1, -2) @ v.unsqueeze(-1)).squeeze(-1)
+
+
+def q_heading(q: torch.Tensor) -> torch.Tensor:
+    """Yaw-only quaternion (about world z) with yaw = atan2(2(wz+xy), 1-2(y²+z²))."""
+    w, x, y, z = q.unbind(-1)
+    yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    zero = torch.zeros_like(yaw)
+    return torch.stack([torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)], dim=-1)
+
+
+def q_angle(q: torch.Tensor) -> torch.Tensor:
+    """Rotation angle in [0, pi] (sign of q irrelevant)."""
+    return 2 * torch.atan2(q[..., 1:].norm(dim=-1), q[..., 0].abs())
+
+
+def q_error_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Angle of the relative rotation a^-1 b."""
+    return q_angle(q_mul(q_conj(a), b))
+
+
+def rot6d(q: torch.Tensor) -> torch.Tensor:
+    """First two columns of the rotation matrix, row-major: [m00, m01, m10, m11, m20, m21]."""
+    return q_to_mat(q)[..., :, :2].reshape(*q.shape[:-1], 6)
+
+
+GRAVITY_W = torch.tensor([0.0, 0.0, -1.0], dtype=F64)
+
+
+def _grav(q: torch.Tensor) -> torch.Tensor:
+    return q_rotate_inv(q, GRAVITY_W.expand(*q.shape[:-1], 3))
+
+
+# ------------------------------------------------------------------ inputs
+def robot_state(env) -> dict[str, torch.Tensor]:
+    s = env.sim
+    return {"xpos": f64(s.xpos), "xquat": f64(s.xquat), "lin_vel": f64(s.body_lin_vel_w),
+            "ang_vel": f64(s.body_ang_vel_w), "qpos": f64(s.qpos), "qvel": f64(s.qvel)}
+
+
+def ref_state(env) -> dict[str, torch.Tensor]:
+    r = env.ref
+    keys = ("root_pos", "root_quat", "root_lin_vel_w", "root_ang_vel_w", "dof_pos", "dof_vel", "body_pos_w",
+            "body_quat_w", "body_lin_vel_w", "body_ang_vel_w")
+    return {k: f64(getattr(r, k)) for k in keys}
+
+
+# ------------------------------------------------------------------ observations
+def tracking_obs(rs: dict, ref: dict, actions: torch.Tensor, default_joint_pos: torch.Tensor, tracked: list[int],
+                 root_id: int, anchor_id: int, qpos_start: int, dof_start: int, privileged: bool) -> torch.Tensor:
+    """Full observation rows ``[N, D]`` (actor part, then the privileged critic part)."""
+    actions, default_joint_pos = f64(actions), f64(default_joint_pos)
+    nj = actions.shape[1]
+    n = actions.shape[0]
+    xpos, xquat = rs["xpos"], rs["xquat"]
+    root_pos, root_quat = xpos[:, root_id], xquat[:, root_id]
+    h = q_heading(root_quat)  # [N, 4]
+    hb = h[:, None, :]
+    nt = len(tracked)
+    a = anchor_id
+    parts = [
+        _grav(root_quat),
+        q_rotate_inv(root_quat, rs["lin_vel"][:, root_id]),
+        q_rotate_inv(root_quat, rs["ang_vel"][:, root_id]),
+        rs["qpos"][:, qpos_start:qpos_start + nj] - default_joint_pos,
+        rs["qvel"][:, dof_start:dof_start + nj],
+        actions,
+        q_rotate_inv(hb.expand(n, nt, 4), xpos[:, tracked] - root_pos[:, None]).reshape(n, -1),
+        rot6d(q_mul(q_conj(hb).expand(n, nt, 4), xquat[:, tracked])).reshape(n, -1),
+    ]
+    anchor_pos, anchor_quat = xpos[:, a], xquat[:, a]
+    rb = [t - 1 for t in tracked]
+    num_slots = ref["body_pos_w"].shape[1]
+    for f in range(1, num_slots):
+        bp, bq = ref["body_pos_w"][:, f], ref["body_quat_w"][:, f]
+        parts += [
+            q_rotate_inv(h, bp[:, a - 1] - anchor_pos),
+            rot6d(q_mul(q_conj(anchor_quat), bq[:, a - 1])),
+            q_rotate_inv(hb.expand(n, nt, 4), bp[:, rb] - anchor_pos[:, None]).reshape(n, -1),
+            rot6d(q_mul(q_conj(hb).expand(n, nt, 4), bq[:, rb])).reshape(n, -1),
+        ]
+    if privileged:
+        parts += [
+            q_rotate_inv(h, ref["body_lin_vel_w"][:, 0, a - 1]),
+            q_rotate_inv(h, ref["body_ang_vel_w"][:, 0, a - 1]),
+            ref["dof_vel"][:, 0],
+            q_rotate_inv(hb.expand(n, nt, 4), rs["lin_vel"][:, tracked]).reshape(n, -1),
+            q_rotate_inv(hb.expand(n, nt, 4), rs["ang_vel"][:, tracked]).reshape(n, -1),
+        ]
+    return torch.cat(parts, dim=1)
+
+
+# ------------------------------------------------------------------ rewards
+def tracking_rewards(rs: dict, ref: dict, actions: torch.Tensor, prev_actions: torch.Tensor,
+                     undesired: torch.Tensor, tracked: list[int], anchor_id: int, qpos_start: int,
+                     soft_lo: torch.Tensor, soft_hi: torch.Tensor, sigmas: torch.Tensor,
+                     weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(unweighted terms ``[N, 9]`` in ``REWARD_TERMS`` order, weighted total ``[N]``), BeyondMimic style."""
+    actions, prev_actions, undesired = f64(actions), f64(prev_actions), f64(undesired)
+    soft_lo, soft_hi, sigmas, weights = f64(soft_lo), f64(soft_hi), f64(sigmas), f64(weights)
+    n, nj = actions.shape
+    a = anchor_id
+    xpos, xquat = rs["xpos"], rs["xquat"]
+    ref_a_pos, ref_a_quat = ref["body_pos_w"][:, 0, a - 1], ref["body_quat_w"][:, 0, a - 1]
+    rob_a_pos, rob_a_quat = xpos[:, a], xquat[:, a]
+    # reference bodies moved onto the robot anchor's (x, y) and heading, reference heights kept
+    delta = q_heading(q_mul(rob_a_quat, q_conj(ref_a_quat)))  # [N, 4]
+    nt = len(tracked)
+    rb = [t - 1 for t in tracked]
+    d_exp = delta[:, None].expand(n, nt, 4)
+    base = torch.stack([rob_a_pos[:, 0], rob_a_pos[:, 1], ref_a_pos[:, 2]], dim=-1)
+    tgt_pos = base[:, None] + q_rotate(d_exp, ref["body_pos_w"][:, 0, rb] - ref_a_pos[:, None])
+    tgt_quat = q_mul(d_exp, ref["body_quat_w"][:, 0, rb])
+
+    errors = torch.stack([
+        ((ref_a_pos - rob_a_pos) ** 2).sum(-1),
+        q_error_angle(ref_a_quat, rob_a_quat) ** 2,
+        ((tgt_pos - xpos[:, tracked]) ** 2).sum(-1).mean(-1),
+        (q_error_angle(tgt_quat, xquat[:, tracked]) ** 2).mean(-1),
+        ((ref["body_lin_vel_w"][:, 0, rb] - rs["lin_vel"][:, tracked]) ** 2).sum(-1).mean(-1),
+        ((ref["body_ang_vel_w"][:, 0, rb] - rs["ang_vel"][:, tracked]) ** 2).sum(-1).mean(-1),
+    ], dim=1)
+    tracking = torch.exp(-errors / sigmas ** 2)
+    q = rs["qpos"][:, qpos_start:qpos_start + nj]
+    action_rate = ((actions - prev_actions) ** 2).sum(-1)
+    limit = ((q - soft_hi).clamp(min=0) + (soft_lo - q).clamp(min=0)).sum(-1)
+    terms = torch.cat([tracking, torch.stack([action_rate, limit, undesired], dim=1)], dim=1)
+    return terms, (terms * weights).sum(-1)
+
+
+# ------------------------------------------------------------------ terminations
+def termination_errors(rs: dict, ref: dict, ee_ids: list[int], anchor_id: int) -> dict[str, torch.Tensor]:
+    """The quantities compared with the thresholds: anchor height error ``[N]``, anchor gravity-z error
+    ``[N]`` and end-effector height errors ``[N, E]``."""
+    a = anchor_id
+    ref_a_pos, ref_a_quat = ref["body_pos_w"][:, 0, a - 1], ref["body_quat_w"][:, 0, a - 1]
+    return {
+        "anchor_height": (ref_a_pos[:, 2] - rs["xpos"][:, a, 2]).abs(),
+        "anchor_ori": (_grav(ref_a_quat)[:, 2] - _grav(rs["xquat"][:, a])[:, 2]).abs(),
+        "ee_height": (ref["body_pos_w"][:, 0, [e - 1 for e in ee_ids], 2] - rs["xpos"][:, ee_ids, 2]).abs(),
+    }
+
+
+def terminations(errs: dict, unstable: torch.Tensor, motion_ids: torch.Tensor, times: torch.Tensor,
+                 motion_lengths: torch.Tensor, episode_length: torch.Tensor, cfg, max_episode_steps: int
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(terminated, truncated) bool ``[N]``; truncation only where not terminated."""
+    failed = (
+        (errs["anchor_height"] > cfg.anchor_height)
+        | (errs["anchor_ori"] > cfg.anchor_ori)
+        | (errs["ee_height"] > cfg.ee_height).any(-1)
+        | (unstable.cpu() != 0)
+    )
+    # times and lengths compared as the float32 values they are
+    clip_end = times.cpu() >= motion_lengths.cpu()[motion_ids.cpu().long()]
+    timeout = episode_length.cpu() >= max_episode_steps
+    return failed, ~failed & (clip_end | timeout)
+
+
+# ------------------------------------------------------------------ resets and actions
+def reference_state(ref: dict, qpos_start: int, dof_start: int, nq: int, nv: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Simulator qpos/qvel ``[N, nq] / [N, nv]`` of the reference at slot 0: free joint (pos, unit wxyz
+    quat; world linear velocity, body-frame angular velocity) and joints."""
+    n = ref["root_pos"].shape[0]
+    qpos = torch.zeros(n, nq, dtype=F64)
+    qvel = torch.zeros(n, nv, dtype=F64)
+    quat = q_normalize(ref["root_quat"][:, 0])
+    nj = ref["dof_pos"].shape[2]
+    qpos[:, 0:3] = ref["root_pos"][:, 0]
+    qpos[:, 3:7] = quat
+    qpos[:, qpos_start:qpos_start + nj] = ref["dof_pos"][:, 0]
+    qvel[:, 0:3] = ref["root_lin_vel_w"][:, 0]
+    qvel[:, 3:6] = q_rotate_inv(quat, ref["root_ang_vel_w"][:, 0])
+    qvel[:, dof_start:dof_start + nj] = ref["dof_vel"][:, 0]
+    return qpos, qvel
+
+
+def apply_actions(actions: torch.Tensor, default_joint_pos: torch.Tensor, action_scale: torch.Tensor,
+                  clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ctrl = default + scale * clip(a), clip(a))."""
+    a = f64(actions).clamp(-clip, clip)
+    return f64(default_joint_pos) + f64(action_scale) * a, a

@@ -1,0 +1,374 @@
+"""Acceptance check 1 of ``env=humanoid_imitation``: every reward term, the observation rows and the
+termination flags equal a plain-torch float64 reference (``imitation_reference.py``) on random states
+(atol 1e-5); plus the reference-state reset, the actions kernel, the undesired-contacts count (against
+MuJoCo C contacts) and the adaptive sampler."""
+
+import sys
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import imitation_reference as R  # noqa: E402
+
+from simppo.envs import humanoid_imitation as hi_mod  # noqa: E402
+from simppo.envs.humanoid_imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg  # noqa: E402
+from simppo.envs.imitation_sampling import AdaptiveSampler, AdaptiveSamplingCfg  # noqa: E402
+from simppo.kernels.imitation_actions import launch_apply_actions  # noqa: E402
+from simppo.kernels.imitation_rewards import REWARD_TERMS  # noqa: E402
+
+ATOL = 1e-5  # absolute; relative (float32 sums such as action_rate ~ 50) where |value| > 1
+N = 12
+# env roles of the random state (see ``randomize``)
+NOMINAL, ANCHOR_H, ANCHOR_ORI, EE_H, UNSTABLE, CLIP_END, CLIP_EXACT, TIMEOUT, ALMOST_TIMEOUT, FAIL_AND_END = range(10)
+WILD = (10, 11)  # fully random robot states
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=N, device="cpu", seed=0)
+    e.reset()
+    return e
+
+
+def _ids(env):
+    r = env.sim.robot
+    return [int(b) for b in r.tracked_body_ids], [int(b) for b in r.end_effector_ids]
+
+
+def _axis_quat(axis, angle):
+    axis = torch.as_tensor(axis, dtype=torch.float64)
+    axis = axis / axis.norm()
+    return torch.cat([torch.cos(torch.tensor([angle / 2], dtype=torch.float64)), axis * np.sin(angle / 2)])
+
+
+def randomize(env, seed: int) -> None:
+    """Random motions/times, robot states near the reference (with noise) or wild, random actions and
+    contact counts; env roles NOMINAL.. make each termination / truncation condition fire on its own."""
+    g = torch.Generator().manual_seed(seed)
+    n, nj = env.num_envs, env.num_actions
+    num_motions = env.motion_lengths.shape[0]
+    env.motion_ids.copy_(torch.randint(0, num_motions, (n,), generator=g, dtype=torch.int32))
+    lengths = env.motion_lengths[env.motion_ids.long()]
+    env.times.copy_(torch.rand(n, generator=g) * lengths * 0.9)
+    env._query_reference()
+    ref = R.ref_state(env)
+    qpos, qvel = R.reference_state(ref, env.joint_qpos_start, env.joint_dof_start, env.sim.nq, env.sim.nv)
+    # near the reference: small noise on root pose, joints and velocities
+    qpos[:, 0:3] += 0.02 * torch.randn(n, 3, generator=g, dtype=torch.float64)
+    qpos[:, 3:7] = R.q_normalize(qpos[:, 3:7] + 0.03 * torch.randn(n, 4, generator=g, dtype=torch.float64))
+    qpos[:, 7:] += 0.05 * torch.randn(n, nj, generator=g, dtype=torch.float64)
+    qvel += 0.5 * torch.randn(n, env.sim.nv, generator=g, dtype=torch.float64)
+    # wild: random pose anywhere, joints beyond the soft limits, fast
+    lim = torch.as_tensor(env.sim.robot.joint_limits, dtype=torch.float64)
+    for i in WILD:
+        qpos[i, 0:3] = torch.tensor([4.0, -3.0, 0.8]) * (2 * torch.rand(3, generator=g, dtype=torch.float64) - 1)
+        qpos[i, 3:7] = R.q_normalize(torch.randn(4, generator=g, dtype=torch.float64))
+        u = torch.rand(nj, generator=g, dtype=torch.float64)
+        mid, half = lim.mean(1), 0.5 * (lim[:, 1] - lim[:, 0])
+        qpos[i, 7:] = mid + 1.3 * half * (2 * u - 1)
+        qvel[i] = 2.0 * torch.randn(env.sim.nv, generator=g, dtype=torch.float64)
+    env.sim.qpos.copy_(qpos.float())
+    env.sim.qvel.copy_(qvel.float())
+    env.sim.kinematics()
+    env.sim.unstable.zero_()
+    env.sim.unstable[UNSTABLE] = 1
+
+    # termination roles by editing the reference the kernels read (only the relevant quantity changes)
+    _, ee = _ids(env)
+    a = env.anchor_id - 1
+    env.ref.body_pos_w[ANCHOR_H, 0, a, 2] += 0.5
+    env.ref.body_pos_w[FAIL_AND_END, 0, a, 2] -= 0.6
+    tilt = R.q_mul(R.f64(env.ref.body_quat_w[ANCHOR_ORI, 0, a]), _axis_quat([0.0, 1.0, 0.0], 1.9))
+    env.ref.body_quat_w[ANCHOR_ORI, 0, a] = tilt.float()
+    env.ref.body_pos_w[EE_H, 0, ee[1] - 1, 2] -= 0.5
+    env.times[CLIP_END] = lengths[CLIP_END] + 0.013
+    env.times[CLIP_EXACT] = lengths[CLIP_EXACT]
+    env.times[FAIL_AND_END] = lengths[FAIL_AND_END] + 0.5
+    env.episode_length.copy_(torch.randint(0, env.max_episode_steps - 1, (n,), generator=g, dtype=torch.int32))
+    env.episode_length[TIMEOUT] = env.max_episode_steps
+    env.episode_length[ALMOST_TIMEOUT] = env.max_episode_steps - 1
+
+    env.actions.copy_(torch.randn(n, nj, generator=g))
+    env.prev_actions.copy_(torch.randn(n, nj, generator=g))
+    env.undesired_contacts.copy_(torch.randint(0, 5, (n,), generator=g).float())
+
+
+def _assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    got = R.f64(got)
+    err = (got - want).abs()
+    bad = err > ATOL * want.abs().clamp(min=1.0)  # absolute 1e-5, relative for magnitudes above 1
+    if bad.any():
+        idx = bad.nonzero()[:10].tolist()
+        detail = [(tuple(i), float(want[tuple(i)]), float(got[tuple(i)])) for i in idx]
+        pytest.fail(f"{what}: {int(bad.sum())} mismatches, max err {float(err.max()):.3g}; (index, want, got): "
+                    f"{detail}")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_observations_match_reference(env, seed):
+    randomize(env, seed)
+    env._compute_observations()
+    tracked, _ = _ids(env)
+    want = R.tracking_obs(R.robot_state(env), R.ref_state(env), env.actions, env._const["default_joint_pos"], tracked,
+                          env.root_id, env.anchor_id, env.joint_qpos_start, env.joint_dof_start,
+                          env.cfg.privileged_critic)
+    assert want.shape == env.obs_full.shape == (N, env.full_dim)
+    slices = env.obs_slices
+    for name, sl in slices.items():
+        _assert_close(env.obs_full[:, sl], want[:, sl], f"obs[{name}]")
+    _assert_close(env.obs_full, want, "obs")
+    assert torch.isfinite(env.obs_full).all()
+
+
+def test_obs_slices_cover_the_row(env):
+    slices = list(env.obs_slices.items())
+    col = 0
+    for _, sl in slices:
+        assert sl.start == col and sl.stop > sl.start
+        col = sl.stop
+    assert col == env.full_dim
+    assert sum(sl.stop - sl.start for _, sl in slices) == env.full_dim
+    last_actor = [sl for name, sl in slices if name.startswith(f"future{env.cfg.future_steps[-1]}_")][-1]
+    assert last_actor.stop == env.actor_dim
+    assert env.get_observations()["obs"].shape == (N, env.actor_dim)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
+    randomize(env, seed)
+    # keep the random contact counts (the contacts kernel is checked separately below)
+    monkeypatch.setattr(hi_mod, "launch_undesired_contacts", lambda *args: None)
+    sums_before = env.episode_sums.clone()
+    env._compute_rewards_and_dones()
+    tracked, ee = _ids(env)
+    rs, ref, c = R.robot_state(env), R.ref_state(env), env._const
+    terms, total = R.tracking_rewards(rs, ref, env.actions, env.prev_actions, env.undesired_contacts, tracked,
+                                      env.anchor_id, env.joint_qpos_start, c["soft_lo"], c["soft_hi"], c["sigmas"],
+                                      c["weights"])
+    assert env.reward_terms.shape == (N, len(REWARD_TERMS))
+    for i, name in enumerate(REWARD_TERMS):
+        _assert_close(env.reward_terms[:, i], terms[:, i], f"reward term {name}")
+    _assert_close(env.reward, total, "reward total")
+    weighted = torch.cat([terms * R.f64(c["weights"]), total[:, None]], dim=1)
+    _assert_close(env.episode_sums - sums_before, weighted, "episode_sums increment")
+    # the random states exercise every term (not all saturated at 0 / 1)
+    for i in range(len(REWARD_TERMS)):
+        assert terms[:, i].std() > 1e-3, REWARD_TERMS[i]
+
+    tcfg = env.cfg.terminations
+    errs = R.termination_errors(rs, ref, ee, env.anchor_id)
+    # no quantity sits within float32 noise of its threshold (the flags are then well defined)
+    for key, thr in (("anchor_height", tcfg.anchor_height), ("anchor_ori", tcfg.anchor_ori),
+                     ("ee_height", tcfg.ee_height)):
+        assert ((errs[key] - thr).abs() > 1e-4).all(), key
+    terminated, truncated = R.terminations(errs, env.sim.unstable, env.motion_ids, env.times, env.motion_lengths,
+                                           env.episode_length, tcfg, env.max_episode_steps)
+    assert torch.equal(env.terminated.cpu(), terminated), (env.terminated, terminated)
+    assert torch.equal(env.truncated.cpu(), truncated), (env.truncated, truncated)
+
+    # each role triggers what it was built for, and only that
+    only = {
+        ANCHOR_H: errs["anchor_height"] > tcfg.anchor_height,
+        ANCHOR_ORI: errs["anchor_ori"] > tcfg.anchor_ori,
+        EE_H: (errs["ee_height"] > tcfg.ee_height).any(-1),
+    }
+    for role, fired in only.items():
+        assert fired[role], role
+        assert sum(bool(f[role]) for f in only.values()) == 1, role
+    expect_term = {NOMINAL: False, ANCHOR_H: True, ANCHOR_ORI: True, EE_H: True, UNSTABLE: True, CLIP_END: False,
+                   CLIP_EXACT: False, TIMEOUT: False, ALMOST_TIMEOUT: False, FAIL_AND_END: True}
+    expect_trunc = {NOMINAL: False, CLIP_END: True, CLIP_EXACT: True, TIMEOUT: True, ALMOST_TIMEOUT: False,
+                    FAIL_AND_END: False, UNSTABLE: False}
+    for i, v in expect_term.items():
+        assert bool(env.terminated[i]) == v, i
+    for i, v in expect_trunc.items():
+        assert bool(env.truncated[i]) == v, i
+
+
+def test_reference_state_reset_partial_mask(env):
+    randomize(env, 3)
+    env._query_reference()  # undo the termination roles' edits of the reference bodies
+    env.ref.root_quat[2, 0] *= 1.7  # not unit: the kernel normalises
+    env.ref.root_quat[5, 0] *= 0.4
+    mask = torch.tensor([i % 3 != 1 for i in range(N)])
+    mask_wp = wp.from_torch(mask, dtype=wp.bool)
+    before = {k: getattr(env.sim, k).clone() for k in ("qpos", "qvel")}
+    acts, prev = env.actions.clone(), env.prev_actions.clone()
+    qpos_t, qvel_t = R.reference_state(R.ref_state(env), env.joint_qpos_start, env.joint_dof_start, env.sim.nq,
+                                       env.sim.nv)
+    env._write_reference_into_sim(mask_wp, mask)
+    _assert_close(env.sim.qpos[mask], qpos_t[mask], "reset qpos")
+    _assert_close(env.sim.qvel[mask], qvel_t[mask], "reset qvel")
+    assert torch.equal(env.sim.qpos[~mask], before["qpos"][~mask])
+    assert torch.equal(env.sim.qvel[~mask], before["qvel"][~mask])
+    assert (env.actions[mask] == 0).all() and (env.prev_actions[mask] == 0).all()
+    assert torch.equal(env.actions[~mask], acts[~mask]) and torch.equal(env.prev_actions[~mask], prev[~mask])
+    # the robot now stands where the motion says (bodies from MJWarp kinematics vs the motion's bodies)
+    tracked, _ = _ids(env)
+    pos_err = (env.sim.xpos[mask][:, tracked] - env.ref.body_pos_w[mask][:, 0, [t - 1 for t in tracked]]).norm(dim=-1)
+    assert pos_err.max() < 1e-3, pos_err.max()
+
+
+def test_apply_actions(env):
+    g = torch.Generator().manual_seed(5)
+    w, c, clip = env._w, env._const, env.cfg.action_clip
+    first = 8.0 * torch.randn(N, env.num_actions, generator=g)  # plenty beyond +-clip
+    second = 8.0 * torch.randn(N, env.num_actions, generator=g)
+    assert (first.abs() > clip).any() and (first.abs() < clip).any()
+    for raw, prev_clipped in ((first, None), (second, first.clamp(-clip, clip))):
+        old_actions = env.actions.clone()
+        launch_apply_actions(wp.from_torch(raw.contiguous()), w["default_joint_pos"], w["action_scale"], clip,
+                             w["ctrl"], w["actions"], w["prev_actions"])
+        ctrl, clipped = R.apply_actions(raw, c["default_joint_pos"], c["action_scale"], clip)
+        _assert_close(env.sim.ctrl, ctrl, "ctrl")
+        assert torch.equal(env.actions, clipped.float())
+        assert torch.equal(env.prev_actions, old_actions)
+        if prev_clipped is not None:
+            assert torch.equal(env.prev_actions, prev_clipped)
+
+
+def _geom_bottoms(m: mujoco.MjModel, d: mujoco.MjData, geoms: np.ndarray) -> np.ndarray:
+    """Lowest z of each sphere / each end sphere of each capsule (what plane contacts are made of)."""
+    out = []
+    for gid in geoms:
+        r = m.geom_size[gid, 0]
+        if m.geom_type[gid] == mujoco.mjtGeom.mjGEOM_SPHERE:
+            out.append(d.geom_xpos[gid, 2] - r)
+        else:
+            assert m.geom_type[gid] == mujoco.mjtGeom.mjGEOM_CAPSULE
+            ax = d.geom_xmat[gid].reshape(3, 3)[:, 2] * m.geom_size[gid, 1]
+            out += [d.geom_xpos[gid, 2] + ax[2] - r, d.geom_xpos[gid, 2] - ax[2] - r]
+    return np.array(out)
+
+
+def test_undesired_contacts_match_mujoco(env):
+    """Robot lying on the floor in several poses (penalised bodies penetrate), standing slightly sunk
+    (feet only: not penalised), and in the air; count vs MuJoCo C contacts on the same float32 state."""
+    m = env.sim.mj_model
+    d = mujoco.MjData(m)
+    robot_geoms = np.nonzero((m.geom_bodyid > 0) & ((m.geom_contype != 0) | (m.geom_conaffinity != 0)))[0]
+    penalized = env._const["geom_penalized"].cpu().numpy()
+    home = env.sim.home_qpos.copy()
+    poses = [  # (root rotation axis, angle, sink depth below the lowest geom or None = in the air)
+        ([0, 1, 0], np.pi / 2, 0.03), ([0, 1, 0], -np.pi / 2, 0.03), ([1, 0, 0], np.pi / 2, 0.025),
+        ([1, 1, 0], 2.2, 0.04), ([0, 0, 1], 0.0, 0.02), ([0, 0, 1], 0.0, None),
+    ]
+    qpos_all = np.tile(home, (N, 1))
+    for i in range(N):
+        axis, angle, sink = poses[i % len(poses)]
+        q = home.copy()
+        q[3:7] = _axis_quat(axis, angle).numpy()
+        q[7:] += 0.2 * np.sin(np.arange(len(q) - 7) + i)  # a different posture per world
+        q[2] = 2.0
+        d.qpos[:] = q
+        mujoco.mj_kinematics(m, d)
+        bottoms = _geom_bottoms(m, d, robot_geoms)
+        if sink is not None:
+            # sink the lowest geom a little deeper until nothing lies within 3 mm of the floor (so the
+            # contact sets are the same in float32 and float64)
+            sink = next(s for s in sink + 0.004 * np.arange(20) if (np.abs(bottoms - bottoms.min() - s) > 3e-3).all())
+            q[2] -= bottoms.min() + sink
+        d.qpos[:] = q
+        mujoco.mj_kinematics(m, d)
+        assert (np.abs(_geom_bottoms(m, d, robot_geoms)) > 3e-3).all(), i
+        qpos_all[i] = q
+    env.sim.qpos.copy_(torch.tensor(qpos_all, dtype=torch.float32))
+    env.sim.qvel.zero_()
+    env.sim.forward()
+    env._compute_rewards_and_dones()
+    got = env.undesired_contacts.cpu().numpy()
+
+    want = np.zeros(N)
+    num_contacts = np.zeros(N, dtype=int)
+    for i in range(N):
+        mujoco.mj_resetData(m, d)
+        d.qpos[:] = env.sim.qpos[i].double().cpu().numpy()
+        mujoco.mj_forward(m, d)
+        for k in range(d.ncon):
+            con = d.contact[k]
+            if con.efc_address < 0:
+                continue
+            num_contacts[i] += 1
+            want[i] += float(penalized[con.geom[0]] or penalized[con.geom[1]])
+    assert (want > 0).sum() >= 4 and (num_contacts[want == 0] > 0).any()  # both kinds of worlds present
+    np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------------------------------ adaptive sampler
+def _sampler(**kw) -> AdaptiveSampler:
+    cfg = AdaptiveSamplingCfg(bin_size_s=1.0, ema_alpha=0.25, uniform_ratio=0.2, smoothing_decay=0.5)
+    init = kw.pop("init_start_prob", 0.0)
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return AdaptiveSampler([2.5, 1.0, 3.0], torch.tensor([1.0, 2.0, 1.0]), cfg, init, "cpu")
+
+
+def test_sampler_bins_and_ema():
+    s = _sampler()
+    assert s.num_bins == 3 + 1 + 3
+    ids = torch.tensor([0, 0, 0, 0, 1, 1, 2, 2, 2], dtype=torch.int32)
+    times = torch.tensor([0.0, 0.99, 1.0, 2.5, 0.0, 1.0, -0.1, 2.2, 3.0])
+    assert s.bins_of(ids, times).tolist() == [0, 0, 1, 2, 3, 3, 4, 6, 6]
+    # uniform: motion weight spread over its bins, normalised (weights 1, 2, 1 -> 1/3 per bin, 2, 1/3 per bin)
+    uni = torch.tensor([1 / 3, 1 / 3, 1 / 3, 2.0, 1 / 3, 1 / 3, 1 / 3]) / 4.0
+    torch.testing.assert_close(s.uniform_probs, uni)
+    torch.testing.assert_close(s.probabilities(), uni)  # no failures yet: uniform only
+    # two steps of terminations, EMA by hand (alpha 0.25)
+    s.update(torch.tensor([0, 0, 2], dtype=torch.int32), torch.tensor([1.5, 1.2, 2.9]),
+             torch.tensor([True, True, False]))
+    ema = torch.zeros(7)
+    ema[1] = 0.25 * 2
+    torch.testing.assert_close(s.failure_ema, ema)
+    s.update(torch.tensor([2, 1], dtype=torch.int32), torch.tensor([0.5, 0.3]), torch.tensor([True, True]))
+    ema = 0.75 * ema
+    ema[4] += 0.25
+    ema[3] += 0.25
+    torch.testing.assert_close(s.failure_ema, ema)
+    # smoothing: a bin also gets decay * failures of the next bin of the same motion (not across motions)
+    f = ema.clone()
+    f[0] += 0.5 * ema[1]  # bins 0 <- 1 (motion 0); bin 2 <- 3 is across motions: nothing
+    f /= f.sum()
+    torch.testing.assert_close(s.probabilities(), 0.8 * f + 0.2 * uni)
+    assert abs(float(s.probabilities().sum()) - 1.0) < 1e-6
+    # disabled: no EMA, uniform
+    d = _sampler(enabled=False)
+    d.update(ids, times, torch.ones(9, dtype=torch.bool))
+    assert float(d.failure_ema.abs().sum()) == 0.0
+    torch.testing.assert_close(d.probabilities(), uni)
+
+
+def test_sampler_sample_mask_and_init_start():
+    torch.manual_seed(0)
+    s = _sampler()
+    n = 4000
+    mask = torch.arange(n) % 2 == 0
+    ids = torch.full((n,), 7, dtype=torch.int32)
+    times = torch.full((n,), -1.0)
+    s.sample(mask, ids, times)
+    assert (ids[~mask] == 7).all() and (times[~mask] == -1.0).all()
+    lengths = torch.tensor([2.5, 1.0, 3.0])
+    mi = ids[mask].long()
+    assert ((mi >= 0) & (mi < 3)).all()
+    t = times[mask]
+    assert (t >= 0).all() and (t <= lengths[mi]).all()
+    # frequencies follow the uniform bin distribution: motion 1 (weight 2, one bin) gets half
+    frac = torch.bincount(mi, minlength=3).float() / mi.numel()
+    torch.testing.assert_close(frac, torch.tensor([0.25, 0.5, 0.25]), atol=0.04, rtol=0)
+    # failures concentrated in one bin: most samples land there (0.8 * 1 + 0.2 * uniform)
+    s.failure_ema[5] = 1.0  # motion 2, bin [1, 2) s; smoothing credits bin 4 with 0.5
+    s.sample(torch.ones(n, dtype=torch.bool), ids, times)
+    b = s.bins_of(ids, times)
+    p = s.probabilities()
+    for k in (4, 5):
+        assert abs(float((b == k).float().mean()) - float(p[k])) < 0.04
+    # init_start_prob = 1: every masked env starts at t = 0
+    s1 = _sampler(init_start_prob=1.0)
+    times.fill_(-1.0)
+    s1.sample(mask, ids, times)
+    assert (times[mask] == 0.0).all() and (times[~mask] == -1.0).all()
