@@ -21,3 +21,43 @@ def test_unknown_key_is_an_error(tmp_path):
                           "logger=none", f"run_dir={tmp_path}"], capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "no_such_key" in out.stderr
+
+
+def _start_long_pendulum_run(run_dir):
+    import os
+
+    cmd = [sys.executable, "-m", "simppo.cli.train", "env=pendulum", "agent=ppo_small", "num_envs=16",
+           "max_epochs=1000000", "logger=none", "progress_bar=false", f"run_dir={run_dir}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    for line in proc.stdout:  # wait until training has started
+        if line.startswith("simppo-train: PendulumEnv"):
+            break
+    return proc
+
+
+def test_sigint_finishes_iteration_saves_last_ckpt_and_exits_zero(tmp_path):
+    import signal
+    import time
+
+    run_dir = tmp_path / "run"
+    proc = _start_long_pendulum_run(run_dir)
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    state = torch.load(run_dir / "last.ckpt", weights_only=True)
+    assert 1 <= state["epoch"] < 1000000
+
+
+def test_second_signal_exits_at_once(tmp_path):
+    import signal
+    import time
+
+    proc = _start_long_pendulum_run(tmp_path / "run")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)  # separate deliveries (Python coalesces a signal that is pending twice)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM

@@ -26,6 +26,7 @@ EVAL_SECONDS = 12.0
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_ppo_learns_to_track_stand_sway_on_cpu(tmp_path):
     pack_motions([str(MOTIONS_DIR / "stand_sway.csv")], str(tmp_path / "pack"), robot="g1")
     register_configs()
@@ -48,6 +49,8 @@ def test_ppo_learns_to_track_stand_sway_on_cpu(tmp_path):
         iterations += 1
         reward, length = metrics.get("episode/reward", float("nan")), metrics.get("episode/length", float("nan"))
         print(f"it {iterations} {time.perf_counter() - t0:6.0f}s reward {reward:.2f} len {length:.1f}", flush=True)
+    agent.root_dir = tmp_path
+    agent.save("trained.ckpt")
     trained = play_from_start(agent, eval_env, 0, eval_steps)
     print(f"untrained {untrained}\ntrained {trained}\niterations {iterations}, "
           f"samples {iterations * agent.num_steps * agent.num_envs}", flush=True)
