@@ -98,9 +98,9 @@ def run(cfg_node) -> None:
             agent.load(cfg.checkpoint, load_training_state=False)
     except CheckpointError as exc:
         raise SystemExit(f"simppo-train: error: {exc}") from None
-    print(f"simppo-train: {type(env).__name__} num_envs={cfg.num_envs} device={device} run_dir={run_dir}",
-          flush=True)
     with StopOnSignal(agent):
+        print(f"simppo-train: {type(env).__name__} num_envs={cfg.num_envs} device={device} run_dir={run_dir}",
+              flush=True)
         agent.train()
     logger.finish()
     env.close()

@@ -23,11 +23,11 @@ def test_unknown_key_is_an_error(tmp_path):
     assert "no_such_key" in out.stderr
 
 
-def _start_long_pendulum_run(run_dir):
+def _start_long_pendulum_run(run_dir, *overrides):
     import os
 
     cmd = [sys.executable, "-m", "simppo.cli.train", "env=pendulum", "agent=ppo_small", "num_envs=16",
-           "max_epochs=1000000", "logger=none", "progress_bar=false", f"run_dir={run_dir}"]
+           "max_epochs=1000000", "logger=none", "progress_bar=false", f"run_dir={run_dir}", *overrides]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     for line in proc.stdout:  # wait until training has started
@@ -54,10 +54,12 @@ def test_second_signal_exits_at_once(tmp_path):
     import signal
     import time
 
-    proc = _start_long_pendulum_run(tmp_path / "run")
+    # iterations of ~20 s, so both signals land inside the first one
+    proc = _start_long_pendulum_run(tmp_path / "run", "num_envs=4096", "agent.num_steps=100")
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)  # separate deliveries (Python coalesces a signal that is pending twice)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM
+    assert not (tmp_path / "run" / "last.ckpt").exists()
