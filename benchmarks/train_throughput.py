@@ -6,6 +6,12 @@ For each num_envs, in one process: raw MJWarp control steps/s (physics steps/s Ã
 simulator alone), env steps/s (physics + Warp kernels + resets) and full training steps/s
 (rollout + PPO update with the shipped default agent config ``configs/agent/ppo.yaml``), then the
 ratios ``env/raw`` and ``train/raw``.
+
+Physics cost depends on the state (a falling, flailing robot has more contacts than one standing on
+its home pose), so raw is measured on the very states the env and the training visit: on CPU the
+``decimation`` MJWarp steps inside each env step are timed in place (raw = steps / time in physics);
+on CUDA, where the decimated step is one captured graph, a physics-only graph is replayed on the
+current state right after each phase.
 """
 
 import argparse
@@ -38,34 +44,51 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def raw_control_steps_per_s(env: HumanoidImitationEnv, steps: int) -> float:
-    sim = env.sim
-    with wp.ScopedDevice(sim.wp_device):
-        graph = None
-        if sim.use_graph:
+class PhysicsClock:
+    """Times the MJWarp physics of an env's simulator (CPU: in place, inside every env step)."""
+
+    def __init__(self, env: HumanoidImitationEnv):
+        self.sim = env.sim
+        self.seconds = 0.0
+        self.steps = 0
+        self.inline = not self.sim.use_graph
+        if self.inline:
+            sim = self.sim
+
+            def timed_decimated_step():
+                t0 = time.perf_counter()
+                for _ in range(sim.decimation):
+                    mjw.step(sim.model, sim.data)
+                wp.synchronize_device()
+                self.seconds += time.perf_counter() - t0
+                self.steps += 1
+                sim._post_step()
+
+            sim._decimated_step = timed_decimated_step
+
+    def reset(self) -> None:
+        self.seconds, self.steps = 0.0, 0
+
+    def raw_steps_per_s(self, num_envs: int, steps: int) -> float:
+        """Inline: from the physics time recorded so far. Graph: replay physics-only on the current state."""
+        if self.inline:
+            return num_envs * self.steps / self.seconds
+        sim = self.sim
+        with wp.ScopedDevice(sim.wp_device):
             with wp.ScopedCapture() as cap:
                 for _ in range(sim.decimation):
                     mjw.step(sim.model, sim.data)
-            graph = cap.graph
-
-        def control_step():
-            if graph is not None:
-                wp.capture_launch(graph)
-            else:
-                for _ in range(sim.decimation):
-                    mjw.step(sim.model, sim.data)
-
-        control_step()
-        wp.synchronize_device()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            control_step()
-        wp.synchronize_device()
-    return env.num_envs * steps / (time.perf_counter() - t0)
+            wp.capture_launch(cap.graph)
+            wp.synchronize_device()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                wp.capture_launch(cap.graph)
+            wp.synchronize_device()
+        return num_envs * steps / (time.perf_counter() - t0)
 
 
 def env_steps_per_s(env: HumanoidImitationEnv, steps: int, device: str) -> float:
-    actions = torch.zeros(env.num_envs, env.num_actions, device=device)
+    actions = 0.3 * torch.randn(env.num_envs, env.num_actions, device=device)
     env.step(actions)
     sync(device)
     t0 = time.perf_counter()
@@ -76,7 +99,6 @@ def env_steps_per_s(env: HumanoidImitationEnv, steps: int, device: str) -> float
 
 
 def train_steps_per_s(agent: PPO, iterations: int, device: str) -> float:
-    agent.train_iteration()  # warm-up
     sync(device)
     t0 = time.perf_counter()
     for _ in range(iterations):
@@ -101,16 +123,23 @@ def main() -> None:
         agent = PPO(fabric, env, cfg.agent)
         agent.setup()
         steps = agent.num_steps
-        raw = raw_control_steps_per_s(env, steps)
+        clock = PhysicsClock(env)
+        agent.train_iteration()  # warm-up (kernel loads, allocator)
         env.reset()
+        clock.reset()
         env_sps = env_steps_per_s(env, steps, device)
+        raw_env = clock.raw_steps_per_s(n, steps)
         agent.current_obs = env.reset()
+        clock.reset()
         train = train_steps_per_s(agent, args.iterations, device)
-        print(f"[{device}] num_envs={n}: raw={raw:.0f} env={env_sps:.0f} train={train:.0f} control steps/s "
+        raw_train = clock.raw_steps_per_s(n, steps)
+        raw = raw_train
+        print(f"[{device}] num_envs={n}: raw={raw_env:.0f} env={env_sps:.0f} (raw on training states {raw:.0f}) "
+              f"train={train:.0f} control steps/s "
               f"(agent: {steps} steps x {cfg.agent.num_mini_epochs} epochs x {cfg.agent.num_minibatches} minibatches, "
               f"actor {cfg.agent.actor.units})")
-        print(f"env/raw = {env_sps / raw:.2f}")
-        print(f"train/raw = {train / raw:.2f}")
+        print(f"env/raw = {env_sps / raw_env:.2f}")
+        print(f"train/raw = {train / raw_train:.2f}")
 
 
 if __name__ == "__main__":
