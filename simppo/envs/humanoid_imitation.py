@@ -24,6 +24,7 @@ from simppo.motion.motion_lib import MotionLib
 from simppo.robot.config import RobotCfg, load_robot_cfg
 from simppo.sim.config import MJWarpSimCfg
 from simppo.sim.mjwarp import MJWarpSim
+from simppo.utils.device import warp_view as _wp
 
 
 @dataclass
@@ -75,10 +76,6 @@ class HumanoidImitationEnvCfg:
     sigmas: RewardSigmasCfg = field(default_factory=RewardSigmasCfg)
     terminations: TerminationCfg = field(default_factory=TerminationCfg)
     sampling: AdaptiveSamplingCfg = field(default_factory=AdaptiveSamplingCfg)
-
-
-def _wp(t: torch.Tensor, dtype=None):
-    return wp.from_torch(t, dtype=dtype) if dtype is not None else wp.from_torch(t)
 
 
 class HumanoidImitationEnv(VecEnv):

@@ -51,7 +51,7 @@ class AdaptiveSampler:
         self.uniform_probs = uniform / uniform.sum()
         self.failure_ema = torch.zeros(self.num_bins, dtype=torch.float32, device=device)
         self._step_failures = torch.zeros(self.num_bins, dtype=torch.float32, device=device)
-        self._probs = self.uniform_probs.clone()
+        self._bin_buf = torch.zeros(0, dtype=torch.int64, device=device)  # multinomial output, sized on use
 
     def bins_of(self, motion_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
         """Flat bin index ``[N]`` of each (motion, time)."""
@@ -83,8 +83,9 @@ class AdaptiveSampler:
     def sample(self, mask: torch.Tensor, motion_ids_out: torch.Tensor, times_out: torch.Tensor) -> None:
         """Draw new (motion, time) for every env and keep them where ``mask [N]`` (bool) is set."""
         n = mask.shape[0]
-        torch.multinomial(self.probabilities(), n, replacement=True, out=self._bins(n))
-        bins = self._bins(n)
+        if self._bin_buf.shape[0] != n:
+            self._bin_buf = torch.zeros(n, dtype=torch.int64, device=self.device)
+        bins = torch.multinomial(self.probabilities(), n, replacement=True, out=self._bin_buf)
         motion = self.bin_motion[bins]
         u = torch.rand(n, 2, device=self.device)
         t = (self.bin_index[bins].float() + u[:, 0]) * self.cfg.bin_size_s
@@ -95,12 +96,6 @@ class AdaptiveSampler:
         t = torch.where(u[:, 1] < self.init_start_prob, torch.zeros_like(t), t)
         motion_ids_out.copy_(torch.where(mask, motion.to(motion_ids_out.dtype), motion_ids_out))
         times_out.copy_(torch.where(mask, t, times_out))
-
-    def _bins(self, n: int) -> torch.Tensor:
-        buf = getattr(self, "_bin_buf", None)
-        if buf is None or buf.shape[0] != n:
-            self._bin_buf = torch.zeros(n, dtype=torch.int64, device=self.device)
-        return self._bin_buf
 
     def state_dict(self) -> dict:
         return {"failure_ema": self.failure_ema.clone()}

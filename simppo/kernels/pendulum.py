@@ -4,6 +4,7 @@ import torch
 import warp as wp
 
 from simppo.utils.device import warp_device
+from simppo.utils.device import warp_view as _wp
 
 
 @wp.func
@@ -113,10 +114,6 @@ def pendulum_observe_kernel(
 ):
     env = wp.tid()
     write_obs(env, theta[env], theta_dot[env], obs_out)
-
-
-def _wp(t: torch.Tensor, dtype=None):
-    return wp.from_torch(t, dtype=dtype) if dtype is not None else wp.from_torch(t)
 
 
 def launch_pendulum_step(

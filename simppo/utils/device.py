@@ -32,3 +32,8 @@ def warp_device(device: str | torch.device) -> str:
     if dev.type == "cuda":
         return f"cuda:{dev.index or 0}"
     return "cpu"
+
+
+def warp_view(t: torch.Tensor, dtype=None) -> wp.array:
+    """Zero-copy Warp array over a torch tensor (``dtype`` e.g. ``wp.vec3`` folds the last axis)."""
+    return wp.from_torch(t, dtype=dtype) if dtype is not None else wp.from_torch(t)
