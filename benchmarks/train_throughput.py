@@ -1,17 +1,16 @@
-"""Raw MJWarp vs env vs full PPO training throughput of ``env=humanoid_imitation``, side by side.
+"""Raw physics vs env vs full PPO training throughput of ``env=humanoid_imitation``, side by side, per backend.
 
-    python benchmarks/train_throughput.py [--num-envs 64 256] [--iterations 2] [--device auto]
+    python benchmarks/train_throughput.py [--num-envs 256] [--iterations 2] [--backends mjwarp mujoco] [--device auto]
 
-For each num_envs, in one process: raw MJWarp control steps/s (physics steps/s ÷ decimation, the
-simulator alone), env steps/s (physics + Warp kernels + resets) and full training steps/s
-(rollout + PPO update with the shipped default agent config ``configs/agent/ppo.yaml``), then the
-ratios ``env/raw`` and ``train/raw``.
+For each num_envs and sim backend, in one process: raw physics control steps/s (the simulator's physics
+alone, timed in place on the very states the env and the training visit), env steps/s (physics + Warp
+kernels + resets) and full training steps/s (rollout + PPO update with the shipped default agent config),
+then the ratios ``env/raw`` and ``train/raw``, the share of each part of an iteration (physics, the rest of
+the env step, policy inference and bookkeeping in the rollout, the PPO update) and, with both backends,
+``train mujoco/mjwarp`` (end-to-end training steps/s of the MuJoCo C backend over MJWarp's).
 
-Physics cost depends on the state (a falling, flailing robot has more contacts than one standing on
-its home pose), so raw is measured on the very states the env and the training visit: on CPU the
-``decimation`` MJWarp steps inside each env step are timed in place (raw = steps / time in physics);
-on CUDA, where the decimated step is one captured graph, a physics-only graph is replayed on the
-current state right after each phase.
+Physics is: MJWarp's ``decimation`` ``mjw.step`` launches (CPU: timed inline; CUDA: a physics-only graph
+replayed on the current state after each phase), or the MuJoCo C backend's threaded stepping pass.
 """
 
 import argparse
@@ -26,16 +25,17 @@ from omegaconf import OmegaConf
 
 from simppo.agent.ppo import PPO
 from simppo.config import register_configs
-from simppo.envs.humanoid_imitation import HumanoidImitationEnv
+from simppo.envs.imitation import HumanoidImitationEnv
 from simppo.paths import CONFIG_DIR
+from simppo.sim.mujoco_c import MuJoCoSim
 from simppo.utils.device import init_warp, resolve_device
 
 
-def load_train_cfg(num_envs: int, device: str):
+def load_train_cfg(num_envs: int, device: str, backend: str):
     register_configs()
     with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
         node = compose("train", overrides=["env=humanoid_imitation", f"num_envs={num_envs}", f"device={device}",
-                                         "experiment_name=bench"])
+                                         f"sim={backend}", "experiment_name=bench"])
     return OmegaConf.to_object(node)
 
 
@@ -44,35 +44,65 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-class PhysicsClock:
-    """Times the MJWarp physics of an env's simulator (CPU: in place, inside every env step)."""
+class Stopwatch:
+    """Accumulates the wall time of calls to ``obj.name`` (patched on the instance)."""
 
-    def __init__(self, env: HumanoidImitationEnv):
+    def __init__(self, obj, name: str, device: str, before=None):
+        self.seconds, self.calls = 0.0, 0
+        original = getattr(obj, name)
+
+        def timed(*args, **kwargs):
+            if before is not None and not before(*args):
+                return original(*args, **kwargs)
+            sync(device)
+            t0 = time.perf_counter()
+            out = original(*args, **kwargs)
+            sync(device)
+            self.seconds += time.perf_counter() - t0
+            self.calls += 1
+            return out
+
+        setattr(obj, name, timed)
+
+    def reset(self) -> None:
+        self.seconds, self.calls = 0.0, 0
+
+
+class PhysicsClock:
+    """Physics time of an env's simulator, measured in place (see the module docstring)."""
+
+    def __init__(self, env: HumanoidImitationEnv, device: str):
         self.sim = env.sim
-        self.seconds = 0.0
-        self.steps = 0
-        self.inline = not self.sim.use_graph
-        if self.inline:
+        self.graph = getattr(self.sim, "use_graph", False)
+        if isinstance(self.sim, MuJoCoSim):
+            from simppo.sim.mujoco_c import _STEP
+
+            self.watch = Stopwatch(self.sim, "_run", device, before=lambda op: op == _STEP)
+        elif not self.graph:
             sim = self.sim
 
-            def timed_decimated_step():
-                t0 = time.perf_counter()
+            def physics():
                 for _ in range(sim.decimation):
                     mjw.step(sim.model, sim.data)
                 wp.synchronize_device()
-                self.seconds += time.perf_counter() - t0
-                self.steps += 1
+
+            sim.physics = physics
+            self.watch = Stopwatch(sim, "physics", device)
+
+            def decimated_step():
+                sim.physics()
                 sim._post_step()
 
-            sim._decimated_step = timed_decimated_step
+            sim._decimated_step = decimated_step
 
     def reset(self) -> None:
-        self.seconds, self.steps = 0.0, 0
+        if not self.graph:
+            self.watch.reset()
 
-    def raw_steps_per_s(self, num_envs: int, steps: int) -> float:
-        """Inline: from the physics time recorded so far. Graph: replay physics-only on the current state."""
-        if self.inline:
-            return num_envs * self.steps / self.seconds
+    def raw_steps_per_s(self, num_envs: int, steps: int) -> tuple[float, float]:
+        """(raw control steps/s, physics seconds of the phase)."""
+        if not self.graph:
+            return num_envs * self.watch.calls / self.watch.seconds, self.watch.seconds
         sim = self.sim
         with wp.ScopedDevice(sim.wp_device):
             with wp.ScopedCapture() as cap:
@@ -84,62 +114,78 @@ class PhysicsClock:
             for _ in range(steps):
                 wp.capture_launch(cap.graph)
             wp.synchronize_device()
-        return num_envs * steps / (time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        return num_envs * steps / seconds, float("nan")
 
 
-def env_steps_per_s(env: HumanoidImitationEnv, steps: int, device: str) -> float:
+def run_backend(n: int, backend: str, device: str, iterations: int) -> dict[str, float]:
+    cfg = load_train_cfg(n, device, backend)
+    env = HumanoidImitationEnv(cfg.env, num_envs=n, device=device, seed=0, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+                               motion_cfg=cfg.motion)
+    agent = PPO(Fabric(accelerator="cuda" if device.startswith("cuda") else "cpu", devices=1, precision="32-true"),
+                env, cfg.agent)
+    agent.setup()
+    steps = agent.num_steps
+    clock = PhysicsClock(env, device)
+    env_watch = Stopwatch(env, "step", device)
+    agent.collect_rollout()  # warm-up (kernel loads, allocator)
+    agent.optimize_model()
+
+    env.reset()
+    clock.reset()
+    env_watch.reset()
     actions = 0.3 * torch.randn(env.num_envs, env.num_actions, device=device)
-    env.step(actions)
-    sync(device)
-    t0 = time.perf_counter()
     for _ in range(steps):
         env.step(actions)
-    sync(device)
-    return env.num_envs * steps / (time.perf_counter() - t0)
+    env_sps = n * steps / env_watch.seconds
+    raw_env, _ = clock.raw_steps_per_s(n, steps)
 
-
-def train_steps_per_s(agent: PPO, iterations: int, device: str) -> float:
-    sync(device)
-    t0 = time.perf_counter()
+    agent.current_obs = env.reset()
+    clock.reset()
+    env_watch.reset()
+    rollout_s = update_s = 0.0
     for _ in range(iterations):
-        agent.train_iteration()
-    sync(device)
-    return agent.num_envs * agent.num_steps * iterations / (time.perf_counter() - t0)
+        sync(device)
+        t0 = time.perf_counter()
+        agent.collect_rollout()
+        sync(device)
+        t1 = time.perf_counter()
+        agent.optimize_model()
+        sync(device)
+        rollout_s += t1 - t0
+        update_s += time.perf_counter() - t1
+    total = rollout_s + update_s
+    train = n * steps * iterations / total
+    raw_train, physics_s = clock.raw_steps_per_s(n, steps)
+    env_s = env_watch.seconds
+    shares = {"physics": physics_s / total, "env kernels+resets": (env_s - physics_s) / total,
+              "policy+buffer": (rollout_s - env_s) / total, "update": update_s / total}
+    env.close()
+    print(f"[{device}] num_envs={n} sim={backend}: raw={raw_env:.0f} env={env_sps:.0f} (raw on training states "
+          f"{raw_train:.0f}) train={train:.0f} control steps/s (agent: {steps} steps x {cfg.agent.num_mini_epochs} "
+          f"epochs x {cfg.agent.num_minibatches} minibatches, actor {cfg.agent.actor.units})")
+    print("  shares of an iteration: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()))
+    print(f"  {backend} env/raw = {env_sps / raw_env:.2f}")
+    print(f"  {backend} train/raw = {train / raw_train:.2f}")
+    return {"raw": raw_train, "train": train}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--num-envs", type=int, nargs="+", default=[64, 256])
+    p.add_argument("--num-envs", type=int, nargs="+", default=[256])
     p.add_argument("--iterations", type=int, default=2, help="PPO iterations timed per num_envs")
+    p.add_argument("--backends", nargs="+", default=["mjwarp", "mujoco"], choices=["mjwarp", "mujoco"])
     p.add_argument("--device", default="auto")
     args = p.parse_args()
     device = resolve_device(args.device)
     init_warp()
-    torch.manual_seed(0)
+    backends = [b for b in args.backends if b != "mujoco" or device == "cpu"]
     for n in args.num_envs:
-        cfg = load_train_cfg(n, device)
-        env = HumanoidImitationEnv(cfg.env, cfg, num_envs=n, device=device, seed=0)
-        fabric = Fabric(accelerator="cuda" if device.startswith("cuda") else "cpu", devices=1, precision="32-true")
-        agent = PPO(fabric, env, cfg.agent)
-        agent.setup()
-        steps = agent.num_steps
-        clock = PhysicsClock(env)
-        agent.train_iteration()  # warm-up (kernel loads, allocator)
-        env.reset()
-        clock.reset()
-        env_sps = env_steps_per_s(env, steps, device)
-        raw_env = clock.raw_steps_per_s(n, steps)
-        agent.current_obs = env.reset()
-        clock.reset()
-        train = train_steps_per_s(agent, args.iterations, device)
-        raw_train = clock.raw_steps_per_s(n, steps)
-        raw = raw_train
-        print(f"[{device}] num_envs={n}: raw={raw_env:.0f} env={env_sps:.0f} (raw on training states {raw:.0f}) "
-              f"train={train:.0f} control steps/s "
-              f"(agent: {steps} steps x {cfg.agent.num_mini_epochs} epochs x {cfg.agent.num_minibatches} minibatches, "
-              f"actor {cfg.agent.actor.units})")
-        print(f"env/raw = {env_sps / raw_env:.2f}")
-        print(f"train/raw = {train / raw_train:.2f}")
+        torch.manual_seed(0)
+        res = {b: run_backend(n, b, device, args.iterations) for b in backends}
+        if {"mjwarp", "mujoco"} <= res.keys():
+            print(f"raw mujoco/mjwarp = {res['mujoco']['raw'] / res['mjwarp']['raw']:.2f}")
+            print(f"train mujoco/mjwarp = {res['mujoco']['train'] / res['mjwarp']['train']:.2f}")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from simppo.agent.config import PPOAgentConfig
-from simppo.envs.humanoid_imitation import HumanoidImitationEnvCfg
-from simppo.envs.pendulum import PendulumEnvCfg
+from simppo.envs.imitation.config import HumanoidImitationEnvCfg
+from simppo.envs.pendulum.env import PendulumEnvCfg
 from simppo.motion.config import MotionCfg
 from simppo.robot.config import RobotCfg
-from simppo.sim.config import MJWarpSimCfg
+from simppo.sim.config import SimCfg
 from simppo.utils.logger import WandbCfg
 
 
@@ -22,7 +22,7 @@ from simppo.utils.logger import WandbCfg
 class TrainCfg:
     env: Any = None  # one of the registered env schemas (group `env`)
     agent: PPOAgentConfig = field(default_factory=PPOAgentConfig)
-    sim: MJWarpSimCfg = field(default_factory=MJWarpSimCfg)
+    sim: SimCfg = field(default_factory=SimCfg)
     robot: RobotCfg = MISSING  # group `robot` (configs/robot/<name>.yaml)
     motion: MotionCfg = field(default_factory=MotionCfg)
     num_envs: int | None = None  # None → 64 on CPU, 4096 on CUDA
@@ -36,6 +36,9 @@ class TrainCfg:
     logger: str = "wandb"  # wandb | none
     wandb: WandbCfg = field(default_factory=WandbCfg)
     progress_bar: bool = True
+    video_every: int = 0  # >0: every K epochs record a short clip of the first motion (run_dir/videos, wandb)
+    eval_every: int = 25  # >0: every K epochs play every motion from t = 0 (eval/* metrics, score_based.ckpt)
+    log_every: int = 10  # progress_bar=false: a plain progress line every K epochs
 
 
 def register_configs() -> None:
@@ -44,3 +47,4 @@ def register_configs() -> None:
     cs.store(group="env", name="pendulum_schema", node=PendulumEnvCfg)
     cs.store(group="env", name="humanoid_imitation_schema", node=HumanoidImitationEnvCfg)
     cs.store(group="agent", name="ppo_schema", node=PPOAgentConfig)
+    cs.store(group="sim", name="sim_schema", node=SimCfg)

@@ -12,9 +12,3 @@ def _warp():
 
     init_warp()
 
-
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parent / "agent"))

@@ -8,10 +8,10 @@ Modelling choices (also written as comments into the MJCF):
 
 * Inertias are explicit ``<inertial>`` elements, so no geom contributes mass.
 * Collision: robot geoms ``contype=1 conaffinity=0``, floor ``contype=0 conaffinity=1`` → the robot
-  collides with the floor only (no self-collision; cheap and enough for motion imitation).
-  Robot collision geoms have ``priority=1`` so that *their* condim/friction decide each
-  robot-floor contact: feet capsules condim 3 / friction 0.6, every other geom condim 1 (the
-  default rule "max condim of the pair" would otherwise give every contact the floor's condim 3).
+  collides with the floor (self-collision is a sim option: ``sim.self_collision`` sets the robot geoms'
+  conaffinity). Every robot-floor contact is condim 3 with friction 0.6 (knees, hands, pelvis and
+  torso on the floor have friction); only the foot geoms have ``priority=1``, so *their* condim and
+  friction decide foot-floor contacts whatever the floor says (as mjlab's G1).
 * Visual geoms (group 2, contype=conaffinity=0, no mass): a thin capsule from each body to each
   child, a sphere per joint, plus simple torso/head/feet shapes.
 """
@@ -65,9 +65,9 @@ def gen_xml(d: dict) -> str:
     w("  <default>")
     w('    <geom contype="0" conaffinity="0" condim="1"/>')
     w('    <default class="collision">')
-    w('      <geom group="3" contype="1" conaffinity="0" condim="1" priority="1" friction="0.6"/>')
+    w('      <geom group="3" contype="1" conaffinity="0" condim="3" friction="0.6"/>')
     w('      <default class="foot">')
-    w('        <geom condim="3" friction="0.6"/>')
+    w('        <geom priority="1" condim="3" friction="0.6"/>')
     w("      </default>")
     w("    </default>")
     w('    <default class="visual">')

@@ -1,45 +1,56 @@
-"""Atomic, ``weights_only``-safe checkpoint files."""
+"""Atomic, ``weights_only``-safe checkpoint files, and the checks that a checkpoint fits the current run.
 
-import os
-import tempfile
+A checkpoint stores ``signature`` (:func:`env_signature`): the env class, observation widths, action count,
+``num_envs`` and, for robot envs, the robot's name, joint names and digest. :func:`check_compatible`
+compares it (and every tensor shape) with the current agent before anything is loaded, so a checkpoint
+of another robot or layout is refused with one line naming the file and the mismatch.
+"""
+
 from pathlib import Path
 
 import torch
 
+from simppo.utils.files import atomic_write
+
 CHECKPOINT_FORMAT = "simppo-ppo"
+TMP_GLOB = ".*.ckpt.*.tmp"  # temp files of interrupted atomic writes (see simppo.utils.files.atomic_write)
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint file is missing, truncated, corrupt or not a simppo checkpoint."""
+    """A checkpoint file is missing, truncated, corrupt, not a simppo checkpoint or does not fit this run."""
 
 
 def save_checkpoint(state: dict, path: str | Path) -> None:
-    """Write ``state`` to ``path`` via a temp file in the same folder and ``os.replace``.
+    """Write ``state`` to ``path`` atomically (creating its folder).
 
     An interrupted save leaves the previous file at ``path`` untouched and removes the temp file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: torch.save(state, f))
+
+
+def remove_partial_writes(folder: str | Path) -> list[Path]:
+    """Delete the temp files that a killed process left behind while writing checkpoints in ``folder``."""
+    removed = []
+    for p in Path(folder).glob(TMP_GLOB):
+        if p.is_file():
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint with ``weights_only=True``; raise :class:`CheckpointError` with a one-line reason."""
+    """Load a checkpoint with ``weights_only=True``; raise :class:`CheckpointError` with a one-line reason.
+
+    The file is read to the CPU; every tensor but the RNG states then moves to ``map_location``. The RNG
+    states stay CPU byte tensors: ``torch.set_rng_state`` and ``torch.cuda.set_rng_state_all`` take nothing
+    else (a GPU ``map_location`` would otherwise make resuming on CUDA raise a ``TypeError``)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file not found")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for truncated/corrupt zips
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{path}: corrupt or truncated checkpoint ({reason})") from None
@@ -48,4 +59,147 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     for key in ("model", "epoch"):
         if key not in state:
             raise CheckpointError(f"{path}: checkpoint lacks '{key}'")
+    if torch.device(map_location).type != "cpu":
+        state = {k: v if k == "rng" else _to_device(v, map_location) for k, v in state.items()}
     return state
+
+
+def _to_device(x, device):
+    """``x`` with every tensor of its nested dicts / lists / tuples on ``device``."""
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, dict):
+        return {k: _to_device(v, device) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return type(x)(_to_device(v, device) for v in x)
+    return x
+
+
+# ----------------------------------------------------------------------------- compatibility
+
+
+def env_signature(env) -> dict:
+    """Plain-type description of what a checkpoint must match: ``env`` (class name), ``obs_dims``,
+    ``num_actions``, ``num_envs`` and, for envs that simulate a robot (``env.robot_cfg`` and
+    ``env.sim.robot``), ``robot``: ``{name, digest, joint_names}`` (digest of the joint and body names)."""
+    from simppo.motion.format import robot_digest
+
+    sig = {
+        "env": type(env).__name__,
+        "obs_dims": {k: int(v) for k, v in env.obs_dims.items()},
+        "num_actions": int(env.num_actions),
+        "num_envs": int(env.num_envs),
+    }
+    robot_cfg, sim = getattr(env, "robot_cfg", None), getattr(env, "sim", None)
+    if robot_cfg is not None and getattr(sim, "robot", None) is not None:
+        joints = list(robot_cfg.joint_names)
+        sig["robot"] = {"name": str(robot_cfg.name), "joint_names": joints,
+                        "digest": robot_digest(joints, list(sim.robot.body_names)[1:])}
+    return sig
+
+
+def _structure(x) -> object:
+    """Shapes/dtypes of the tensors of a nested state (plain values: their type)."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), str(x.dtype))
+    if isinstance(x, dict):
+        return {k: _structure(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_structure(v) for v in x]
+    return type(x).__name__ if not isinstance(x, int | float) or isinstance(x, bool) else "number"
+
+
+def structure_mismatch(stored, current, where: str) -> str | None:
+    """The first difference between two nested states (keys, tensor shapes and dtypes), as text; ``None``."""
+    a, b = _structure(stored), _structure(current)
+    return _first_difference(a, b, where)
+
+
+def _first_difference(a, b, where: str) -> str | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            extra, missing = sorted(map(str, set(a) - set(b))), sorted(map(str, set(b) - set(a)))
+            return f"{where}: keys differ (only in the checkpoint: {extra}, only in this run: {missing})"
+        for k in a:
+            d = _first_difference(a[k], b[k], f"{where}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} entries in the checkpoint, {len(b)} in this run"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            d = _first_difference(x, y, f"{where}[{i}]")
+            if d:
+                return d
+        return None
+    if a != b:
+        return f"{where}: {_show(a)} in the checkpoint, {_show(b)} in this run"
+    return None
+
+
+def _show(s) -> str:
+    return f"{list(s[1])} {s[2].replace('torch.', '')}" if isinstance(s, tuple) else str(s)
+
+
+TRAINING_KEYS = ("actor_optimizer", "critic_optimizer", "running_reward_norm", "rng", "env", "step_count")
+
+
+def check_compatible(state: dict, signature: dict, model_state: dict, source: str,
+                     training_state: dict | None = None) -> None:
+    """Raise :class:`CheckpointError` (one line naming ``source``) unless ``state`` fits this run.
+
+    ``signature``: :func:`env_signature` of the current env; ``model_state``: the current model's state
+    dict (tensor shapes are compared); ``training_state`` (resume only): the current ``env`` and
+    ``running_reward_norm`` states, compared key by key and shape by shape. Reads nothing but the dicts.
+    """
+    old = state.get("signature")
+    if isinstance(old, dict):
+        r_old, r_new = old.get("robot"), signature.get("robot")
+        if r_old is not None and r_new is not None and r_old.get("digest") != r_new.get("digest"):
+            detail = ""
+            if r_old.get("joint_names") != r_new.get("joint_names"):
+                detail = (f", {len(r_old.get('joint_names') or [])} vs {len(r_new['joint_names'])} joints")
+            raise CheckpointError(
+                f"{source}: checkpoint is for robot {r_old.get('name')!r} (digest {str(r_old.get('digest'))[:12]}), "
+                f"this run uses robot {r_new['name']!r} (digest {r_new['digest'][:12]}) with other joint/body "
+                f"names{detail}")
+        if old.get("env") != signature["env"]:
+            raise CheckpointError(f"{source}: checkpoint was trained on env {old.get('env')}, this run uses "
+                                  f"{signature['env']}")
+        if old.get("obs_dims") != signature["obs_dims"]:
+            raise CheckpointError(f"{source}: observation widths differ: checkpoint {old.get('obs_dims')}, this run "
+                                  f"{signature['obs_dims']}")
+        if old.get("num_actions") != signature["num_actions"]:
+            raise CheckpointError(f"{source}: action widths differ: checkpoint {old.get('num_actions')}, this run "
+                                  f"{signature['num_actions']}")
+    if not isinstance(state.get("model"), dict):
+        raise CheckpointError(f"{source}: checkpoint 'model' is not a state dict")
+    diff = structure_mismatch(state["model"], model_state, "model")
+    if diff:
+        raise CheckpointError(f"{source}: model does not fit this run ({diff})")
+    if training_state is None:
+        return
+    missing = [k for k in TRAINING_KEYS if k not in state]
+    if missing:
+        raise CheckpointError(f"{source}: checkpoint lacks the training state {missing} needed to resume")
+    if isinstance(old, dict) and old.get("num_envs") != signature["num_envs"]:
+        raise CheckpointError(f"{source}: checkpoint has num_envs={old.get('num_envs')}, this run "
+                              f"{signature['num_envs']}; resume with the same num_envs (or warm-start the weights "
+                              "with checkpoint=...)")
+    for key, current in training_state.items():
+        diff = structure_mismatch(state[key], current, key)
+        if diff:
+            raise CheckpointError(f"{source}: training state does not fit this run ({diff})")
+
+
+def raise_on_any_rank(fabric, message: str | None) -> None:
+    """Distributed validation: if any rank has an error ``message``, every rank raises
+    :class:`CheckpointError` with the message of the lowest failing rank (one all-gather; with one process
+    it just raises ``message``). Call it on every rank, after the checks and before anything loads."""
+    flag = torch.tensor([message is not None], dtype=torch.int32, device=fabric.device)
+    failed = fabric.all_gather(flag).reshape(-1).cpu()  # load time, not a rollout step: the host read is fine
+    if not bool(failed.any()):
+        return
+    src = int(failed.nonzero()[0, 0])
+    raise CheckpointError(fabric.broadcast(message, src=src))

@@ -1,4 +1,7 @@
-"""Typed configuration of the PPO agent (``configs/agent/*.yaml`` overrides these)."""
+"""Typed configuration of the PPO agent: the one source of defaults (motion-tracking scale).
+
+``configs/agent/ppo.yaml`` selects these unchanged; ``configs/agent/ppo_small.yaml`` overrides a few.
+"""
 
 from dataclasses import dataclass, field
 
@@ -11,8 +14,11 @@ class MLPCfg:
 
 @dataclass
 class ActorCfg(MLPCfg):
-    init_log_std: float = -1.0
+    init_log_std: float = -1.0  # σ ≈ 0.37 of the action scale: smooth exploration, fast early learning
     learnable_log_std: bool = True
+    # bounds on each log-std entry (every row with per-motion exploration), applied after each actor step
+    min_log_std: float = -7.0
+    max_log_std: float = 2.0
     tanh_mean: bool = False  # bound the action mean to (-1, 1)
 
 
@@ -29,20 +35,28 @@ class PPOAgentConfig:
     clip_value_loss: bool = True
     value_clip: float = 0.2
     critic_coef: float = 1.0
-    entropy_coef: float = 0.0
-    bounds_loss_coef: float = 10.0
+    entropy_coef: float = 0.005
+    # No bounds loss for tracking (as mjlab / rsl_rl): with the BeyondMimic action map the clips need |a| up to
+    # ~4 (knee in a squat), and a penalty on |mean| > 1 acts as a near-hard clamp. Bounded tasks can enable it.
+    bounds_loss_coef: float = 0.0
     bounds_limit: float = 1.0
     lambda_l2c2: float = 0.0
     l2c2_obs_noise: float = 0.05
     max_grad_norm: float = 1.0
     actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    lr_schedule: str = "adaptive"  # fixed | adaptive
+    critic_lr: float = 1e-3
+    # fixed | adaptive. Fixed by default: the adaptive-KL schedule (desired_kl 0.01) drove the actor LR to
+    # min_lr within every iteration at the tracking exploration noise and stalled learning
+    # (see tests/envs/test_imitation_learning_slow.py).
+    lr_schedule: str = "fixed"
     desired_kl: float = 0.01
     min_lr: float = 1e-5
     max_lr: float = 1e-2
     target_kl: float | None = None  # stop the remaining epochs of an iteration once mean KL exceeds it
     normalize_obs: bool = True
+    # shared: one log-std vector [A] for every env. per_motion: a table [num_rows, A] whose row is the env's
+    # motion's MotionIndex row (stable when shards are appended); needs an env with motions.
+    exploration: str = "shared"
     normalize_rewards: bool = True
     normalize_advantages: bool = True
     obs_clip: float = 5.0

@@ -22,13 +22,22 @@ def build_mlp(in_dim: int, units: list[int], out_dim: int, activation: str) -> n
 
 
 class Actor(nn.Module):
-    """``obs [B, obs_dim]`` (already normalised) → ``(mean [B, A], log_std [B, A])``."""
+    """``obs [B, obs_dim]`` (already normalised) → ``(mean [B, A], log_std [B, A])``.
 
-    def __init__(self, obs_dim: int, num_actions: int, cfg: ActorCfg):
+    ``num_rows=None``: one shared log-std ``[A]``. ``num_rows=R``: per-motion exploration, a log-std table
+    ``[R, A]``; :meth:`forward` then takes ``rows [B]`` (int64, each sample's MotionIndex row) and gathers
+    its row, so only the rows that were used get gradients.
+    """
+
+    def __init__(self, obs_dim: int, num_actions: int, cfg: ActorCfg, num_rows: int | None = None):
         super().__init__()
         self.mu = build_mlp(obs_dim, cfg.units, num_actions, cfg.activation)
         self.tanh_mean = cfg.tanh_mean
-        log_std = torch.full((num_actions,), float(cfg.init_log_std))
+        self.min_log_std, self.max_log_std = float(cfg.min_log_std), float(cfg.max_log_std)
+        if self.min_log_std > self.max_log_std:
+            raise ValueError(f"actor.min_log_std {self.min_log_std} > actor.max_log_std {self.max_log_std}")
+        shape = (num_actions,) if num_rows is None else (int(num_rows), num_actions)
+        log_std = torch.full(shape, float(cfg.init_log_std))
         if cfg.learnable_log_std:
             self.log_std = nn.Parameter(log_std)
         else:
@@ -37,11 +46,27 @@ class Actor(nn.Module):
         nn.init.uniform_(last.weight, -0.01, 0.01)
         nn.init.zeros_(last.bias)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    @property
+    def per_motion(self) -> bool:
+        return self.log_std.dim() == 2
+
+    def mean(self, obs: torch.Tensor) -> torch.Tensor:
+        """The action mean ``[B, A]`` alone (deterministic policy; needs no motion rows)."""
         mean = self.mu(obs)
-        if self.tanh_mean:
-            mean = torch.tanh(mean)
-        return mean, self.log_std.expand_as(mean)
+        return torch.tanh(mean) if self.tanh_mean else mean
+
+    def forward(self, obs: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = self.mean(obs)
+        if not self.per_motion:
+            return mean, self.log_std.expand_as(mean)
+        if rows is None:
+            raise ValueError("per-motion exploration: the actor needs each sample's motion row")
+        return mean, self.log_std[rows]
+
+    @torch.no_grad()
+    def clamp_log_std_(self) -> None:
+        """Project every log-std entry (every row) into ``[min_log_std, max_log_std]`` in place."""
+        self.log_std.clamp_(self.min_log_std, self.max_log_std)
 
 
 class Critic(nn.Module):
@@ -56,7 +81,11 @@ class Critic(nn.Module):
 
 
 class PPOModel(nn.Module):
-    """Actor + critic + their observation normalizers (actor ``obs``, critic ``critic_obs``)."""
+    """Actor + critic + their observation normalizers (actor ``obs``, critic ``critic_obs``).
+
+    ``normalize_obs=False`` passes observations through unchanged (the normalizers stay at identity stats).
+    ``num_rows``: per-motion exploration with a ``[num_rows, A]`` log-std table (see :class:`Actor`).
+    """
 
     def __init__(
         self,
@@ -66,9 +95,39 @@ class PPOModel(nn.Module):
         actor_cfg: ActorCfg,
         critic_cfg: MLPCfg,
         obs_clip: float = 5.0,
+        normalize_obs: bool = True,
+        num_rows: int | None = None,
     ):
         super().__init__()
-        self.actor = Actor(obs_dim, num_actions, actor_cfg)
+        self.actor = Actor(obs_dim, num_actions, actor_cfg, num_rows)
         self.critic = Critic(critic_obs_dim, critic_cfg)
         self.obs_norm = RunningMeanStd((obs_dim,), clip=obs_clip)
         self.critic_obs_norm = RunningMeanStd((critic_obs_dim,), clip=obs_clip)
+        self.normalize_obs = normalize_obs
+
+    @torch.no_grad()
+    def normalize(self, obs: dict[str, torch.Tensor], update: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Env observations (``obs`` ``[B, obs_dim]``, optional ``critic_obs`` ``[B, critic_obs_dim]``) →
+        normalised ``(actor_obs, critic_obs)``; ``update`` first merges the batch into the running stats."""
+        actor_obs, critic_obs = obs["obs"], obs.get("critic_obs", obs["obs"])
+        if not self.normalize_obs:
+            return actor_obs, critic_obs
+        if update:
+            self.obs_norm.update(actor_obs)
+            self.critic_obs_norm.update(critic_obs)
+        return self.obs_norm(actor_obs), self.critic_obs_norm(critic_obs)
+
+    @torch.no_grad()
+    def act_inference(self, obs: dict[str, torch.Tensor] | torch.Tensor) -> torch.Tensor:
+        """Deterministic policy: raw actor observations (the env's ``obs`` dict or its ``obs`` tensor
+        ``[B, obs_dim]``) → mean action ``[B, A]``. Pure tensor ops (normalizer clip included), so it traces."""
+        actor_obs = obs["obs"] if isinstance(obs, dict) else obs
+        if self.normalize_obs:
+            actor_obs = self.obs_norm(actor_obs)
+        return self.actor.mean(actor_obs)
+
+
+def log_std_rows(model_state: dict) -> int | None:
+    """Rows of the per-motion log-std table in a :class:`PPOModel` state dict; ``None`` for a shared log-std."""
+    log_std = model_state.get("actor.log_std")
+    return int(log_std.shape[0]) if isinstance(log_std, torch.Tensor) and log_std.dim() == 2 else None

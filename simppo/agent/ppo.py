@@ -1,4 +1,9 @@
-"""Device-resident PPO (ProtoMotions-style API): rollout, in-place GAE, minibatch epochs, checkpoints."""
+"""PPO, the algorithm (ProtoMotions-style API): act and record rollout steps, GAE in place, minibatch update.
+
+The loop, progress bar, logging, checkpoint files, resume and signals live in :mod:`simppo.agent.runner`;
+``train``, ``train_iteration``, ``save`` and ``load`` delegate to a :class:`~simppo.agent.runner.Runner`.
+Nothing here touches files, the logger or the host inside a rollout step or a minibatch update.
+"""
 
 import time
 from dataclasses import asdict
@@ -7,15 +12,22 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from simppo.agent import exploration as X
 from simppo.agent import losses as L
 from simppo.agent.buffer import ExperienceBuffer
-from simppo.agent.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint
+from simppo.agent.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CheckpointError,
+    check_compatible,
+    env_signature,
+    raise_on_any_rank,
+)
 from simppo.agent.config import PPOAgentConfig
 from simppo.agent.models import PPOModel
 from simppo.agent.normalizers import RewardNormalizer
+from simppo.agent.runner import Runner
 from simppo.envs.base import VecEnv
-from simppo.kernels.gae import launch_gae
-from simppo.utils.logger import NullLogger
+from simppo.kernels.gae import bind_gae, compute_gae
 
 
 def clip_grad_norm(module: nn.Module, max_norm: float) -> torch.Tensor:
@@ -24,17 +36,23 @@ def clip_grad_norm(module: nn.Module, max_norm: float) -> torch.Tensor:
 
 
 class PPO:
-    """PPO on a :class:`~simppo.envs.base.VecEnv`. ``PPO(fabric, env, config).setup(); .train()``."""
+    """PPO on a :class:`~simppo.envs.base.VecEnv`. ``PPO(fabric, env, config).setup(); .train()``.
 
-    def __init__(self, fabric, env: VecEnv, config: PPOAgentConfig, root_dir: str | Path | None = None,
-                 max_epochs: int = 1000, logger=None, progress_bar: bool = False):
+    ``epoch`` (completed iterations), ``step_count`` (env steps recorded), ``best_evaluated_score`` and
+    ``run_start_time`` are training progress saved with the weights.
+
+    ``config.exploration=per_motion``: the actor's log-std is a ``[num_rows, A]`` table indexed by the
+    :class:`~simppo.motion.index.MotionIndex` row of each env's motion (``env.motion_lib.index``). The env
+    reports the motion each env tracks, valid for the observation it returns, as ``extras["motion_ids"]``
+    (and ``env.motion_ids`` after a reset); the agent keeps it as ``current_motion_ids`` and records the
+    rows with each sample.
+    """
+
+    def __init__(self, fabric, env: VecEnv, config: PPOAgentConfig, root_dir: str | Path | None = None):
         self.fabric = fabric
         self.env = env
         self.config = config
         self.root_dir = Path(root_dir) if root_dir is not None else None
-        self.max_epochs = max_epochs
-        self.logger = logger or NullLogger()
-        self.progress_bar = progress_bar
         self.device = fabric.device
         self.num_envs = env.num_envs
         self.num_steps = config.num_steps
@@ -44,31 +62,60 @@ class PPO:
         self.step_count = 0
         self.best_evaluated_score: float | None = None
         self.run_start_time = time.time()
-        self._stop_requested = False
-        self.motion_index = None
+        if config.exploration not in X.EXPLORATION_MODES:
+            raise X.ExplorationConfigError(f"agent.exploration={config.exploration!r}: choose from "
+                                           f"{list(X.EXPLORATION_MODES)}")
+        self.per_motion = config.exploration == "per_motion"
+        lib = getattr(env, "motion_lib", None)
+        self.motion_index = getattr(lib, "index", None)  # None for envs without motions
+        if self.per_motion and (self.motion_index is None or not hasattr(env, "motion_ids")):
+            raise X.ExplorationConfigError(
+                f"agent.exploration=per_motion needs an env that tracks motions (a motion library and motion_ids); "
+                f"{type(env).__name__} has none: use agent.exploration=shared")
 
     # ----------------------------------------------------------------- setup
-    @property
-    def has_critic(self) -> bool:
-        return True
-
     def setup(self) -> None:
-        model = self.create_model()
-        self.model = model
-        self.actor_optimizer, self.critic_optimizer = self.create_optimizers(model)
+        self.num_rows = X.num_rows(self.motion_index) if self.per_motion else None
+        if self.per_motion:
+            self._motion_rows = X.motion_rows(self.motion_index).to(self.device)  # motion id → row
+            self._row_steps = torch.zeros(self.num_rows, device=self.device)  # per-row samples and terminations
+            self._row_terms = torch.zeros(self.num_rows, device=self.device)
+        self.model = self.create_model()
+        self.actor_optimizer, self.critic_optimizer = self.create_optimizers(self.model)
         self.reward_normalizer = RewardNormalizer(self.num_envs, self.config.gamma).to(self.device)
         self.experience_buffer = ExperienceBuffer(self.num_steps, self.num_envs, self.device)
         self.register_algorithm_experience_buffer_keys()
-        self._zeros = torch.zeros((), device=self.device)
+        b = self.experience_buffer
+        self._gae = bind_gae(b["dones"], b["values"], b["rewards"], b["next_values"], b["advantages"], b["returns"])
+        self._zero = torch.zeros((), device=self.device)  # the extra actor loss when there is none
         self._ep_count = torch.zeros((), device=self.device)
         self._ep_sums: dict[str, torch.Tensor] = {}  # per episode-stat key, summed over finished episodes
+        # instability: worlds the env flagged in the last step (kept out of the next obs-normalizer update),
+        # and the number of flagged worlds summed over the steps since the last rollout_metrics()
+        self._obs_valid = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        self._num_unstable = torch.zeros((), dtype=torch.int64, device=self.device)
         self.current_obs = self.add_agent_info_to_obs(self.env.reset())
+        self.current_motion_ids = getattr(self.env, "motion_ids", None)  # [N], valid for current_obs
+
+    @property
+    def actor_module(self) -> nn.Module:
+        """The actor, unwrapped from Fabric / DDP."""
+        return self.model.actor
+
+    @property
+    def critic_module(self) -> nn.Module:
+        """The critic, unwrapped from Fabric / DDP."""
+        return self.model.critic
+
+    def add_agent_info_to_obs(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Seed hook for agent-side observation entries (stateless); plain PPO adds none."""
+        return obs
 
     def create_model(self) -> PPOModel:
         c = self.config
         dims = self.env.obs_dims
         model = PPOModel(dims["obs"], dims.get("critic_obs", dims["obs"]), self.env.num_actions,
-                         c.actor, c.critic, obs_clip=c.obs_clip)
+                         c.actor, c.critic, obs_clip=c.obs_clip, normalize_obs=c.normalize_obs, num_rows=self.num_rows)
         return model.to(self.device)
 
     def create_optimizers(self, model: PPOModel):
@@ -84,14 +131,6 @@ class PPO:
         self.critic, critic_opt = self.fabric.setup(model.critic, critic_opt)
         return actor_opt, critic_opt
 
-    @property
-    def actor_module(self) -> nn.Module:
-        return self.model.actor
-
-    @property
-    def critic_module(self) -> nn.Module:
-        return self.model.critic
-
     def register_algorithm_experience_buffer_keys(self) -> None:
         b, dims, a = self.experience_buffer, self.env.obs_dims, self.env.num_actions
         b.register_key("obs", (dims["obs"],))
@@ -101,29 +140,35 @@ class PPO:
         for key in ("logp", "values", "next_values", "rewards", "dones", "terminated", "advantages",
                     "returns"):
             b.register_key(key)
+        if self.per_motion:
+            b.register_key("rows", dtype=torch.int64)  # each sample's log-std row (its motion's MotionIndex row)
 
-    def add_agent_info_to_obs(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Hook for agent-side observation entries (stateless); PPO adds none."""
-        return obs
+    def current_rows(self) -> torch.Tensor | None:
+        """Log-std row ``[N]`` (int64) of each env's current motion; ``None`` with shared exploration."""
+        if not self.per_motion:
+            return None
+        return torch.index_select(self._motion_rows, 0, self.current_motion_ids)
 
     # --------------------------------------------------------------- rollout
     @torch.no_grad()
-    def normalized_obs(self, obs: dict[str, torch.Tensor], update: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        actor_obs, critic_obs = obs["obs"], obs.get("critic_obs", obs["obs"])
-        if not self.config.normalize_obs:
-            return actor_obs, critic_obs
-        if update:
-            self.model.obs_norm.update(actor_obs)
-            self.model.critic_obs_norm.update(critic_obs)
-        return self.model.obs_norm(actor_obs), self.model.critic_obs_norm(critic_obs)
+    def collect_rollout(self) -> None:
+        """Fill the ``[num_steps, num_envs]`` buffer from the env, then compute GAE in place."""
+        self.model.eval()
+        for step in range(self.num_steps):
+            self.rollout_step(step)
+        self.compute_advantages()
 
     @torch.no_grad()
     def rollout_step(self, step: int) -> None:
-        """Act, step the env and record one ``[num_envs]`` slice of the buffer; no host sync."""
+        """Act (sample from the Gaussian policy), step the env, record one ``[num_envs]`` slice; no host sync."""
         b = self.experience_buffer
-        obs, critic_obs = self.normalized_obs(self.current_obs, update=True)
-        mean, log_std = self.actor(obs)
+        self.update_obs_normalizers(self.current_obs)
+        obs, critic_obs = self.model.normalize(self.current_obs)
+        rows = self.current_rows()
+        mean, log_std = self.actor(obs, rows)
         actions = mean + torch.exp(log_std) * torch.randn_like(mean)
+        if rows is not None:
+            b.update_data("rows", step, rows)
         b.update_data("obs", step, obs)
         b.update_data("critic_obs", step, critic_obs)
         b.update_data("actions", step, actions)
@@ -132,21 +177,48 @@ class PPO:
         b.update_data("logp", step, L.gaussian_log_prob(actions, mean, log_std))
         b.update_data("values", step, self.critic(critic_obs))
         next_obs, rewards, terminated, truncated, extras = self.env.step(actions)
-        dones = terminated | truncated
-        self.record_rollout_step(next_obs, actions, rewards, dones, terminated, None, extras, step)
+        if rows is not None:
+            self._row_steps.index_add_(0, rows, torch.ones_like(rewards))
+            self._row_terms.index_add_(0, rows, terminated.float())
+        self.record_rollout_step(next_obs, actions, rewards, terminated | truncated, terminated, None, extras, step)
         self.current_obs = self.add_agent_info_to_obs(next_obs)
+        self.current_motion_ids = extras.get("motion_ids", self.current_motion_ids)
+
+    @torch.no_grad()
+    def update_obs_normalizers(self, obs: dict[str, torch.Tensor]) -> None:
+        """Merge ``obs`` into the running observation statistics, leaving out envs the env flagged unstable
+        in the last step and rows that are not finite (no host sync)."""
+        if not self.model.normalize_obs:
+            return
+        actor_obs, critic_obs = obs["obs"], obs.get("critic_obs", obs["obs"])
+        valid = self._obs_valid & torch.isfinite(actor_obs).all(-1) & torch.isfinite(critic_obs).all(-1)
+        self.model.obs_norm.update(actor_obs, mask=valid)
+        self.model.critic_obs_norm.update(critic_obs, mask=valid)
 
     @torch.no_grad()
     def record_rollout_step(self, next_obs_td, actions, rewards, dones, terminated, done_indices, extras, step):
-        """Next-value bootstrap from the pre-reset observation: kept for time-outs, zeroed for terminations."""
+        """Next-value bootstrap from the pre-reset observation: kept for time-outs, zeroed for terminations.
+
+        Worlds the env reports in ``extras["unstable"]`` (bool ``[N]``) and non-finite rewards get a zero
+        reward and stay out of the normalizer updates; ``extras["num_unstable"]`` is summed per iteration.
+        ``done_indices`` is the seed's signature; simppo passes ``None`` (indices would need a host sync)."""
         b = self.experience_buffer
         terminal = extras.get("terminal_obs", next_obs_td)
-        _, terminal_critic_obs = self.normalized_obs(terminal, update=False)
-        next_values = self.critic(terminal_critic_obs) * (~terminated).float()
+        _, terminal_critic_obs = self.model.normalize(terminal)
+        # where, not multiply: a terminated world's value may be NaN (NaN * 0 = NaN)
+        next_values = torch.where(terminated, 0.0, self.critic(terminal_critic_obs))
         b.update_data("next_values", step, next_values)
         fdones = dones.float()
+        valid = torch.isfinite(rewards)
+        unstable = extras.get("unstable")
+        if unstable is not None:
+            valid &= ~unstable
+            torch.logical_not(unstable, out=self._obs_valid)
+        if "num_unstable" in extras:
+            self._num_unstable += extras["num_unstable"].sum()
+        rewards = torch.where(valid, rewards, 0.0)
         if self.config.normalize_rewards:
-            rewards = self.reward_normalizer(rewards, fdones)
+            rewards = self.reward_normalizer(rewards, fdones, valid)
         b.update_data("rewards", step, rewards)
         b.update_data("dones", step, fdones)
         b.update_data("terminated", step, terminated.float())
@@ -157,64 +229,76 @@ class PPO:
         self._ep_count += fdones.sum()
         self.step_count += self.num_envs
 
+    def episode_metrics(self) -> dict[str, torch.Tensor]:
+        """Device sums ``episode/<key>`` over the episodes finished since the last call, and their
+        ``episode_count``; resets the accumulators."""
+        out = {f"episode/{k}": v.clone() for k, v in self._ep_sums.items()}
+        out["episode_count"] = self._ep_count.clone()
+        for v in (*self._ep_sums.values(), self._ep_count):
+            v.zero_()
+        return out
+
+    def rollout_metrics(self) -> dict[str, torch.Tensor]:
+        """Device metrics of the rollouts since the last call: ``env/num_unstable`` (worlds flagged unstable,
+        summed over the steps), the env's own :meth:`~simppo.envs.base.VecEnv.metrics` and, with per-motion
+        exploration, the σ spread across motions (:func:`~simppo.agent.exploration.sigma_metrics`); resets the
+        counters."""
+        out = {"env/num_unstable": self._num_unstable.clone(), **self.env.metrics()}
+        self._num_unstable.zero_()
+        if self.per_motion:
+            out.update(X.sigma_metrics(self.model.actor.log_std, self._row_steps, self._row_terms))
+            self._row_steps.zero_()
+            self._row_terms.zero_()
+        return out
+
     # ---------------------------------------------------------- optimization
     def compute_advantages(self) -> None:
-        b = self.experience_buffer
-        launch_gae(b["dones"], b["values"], b["rewards"], b["next_values"], self.config.gamma, self.tau,
-                   b["advantages"], b["returns"])
+        compute_gae(self._gae, self.config.gamma, self.tau)
 
     def optimize_model(self) -> dict[str, torch.Tensor]:
-        """Minibatch epochs over the flattened buffer; one device ``randperm`` per epoch."""
+        """Minibatch epochs over the flattened buffer (one device ``randperm`` per epoch).
+
+        Returns the device metrics averaged over the minibatch steps, plus ``explained_variance``.
+        """
         c = self.config
+        self.model.train()
         data = self.experience_buffer.flat()
         total = self.num_steps * self.num_envs
         mb_size = total // c.num_minibatches
-        self._logs: dict[str, torch.Tensor] = {}
+        zero = torch.zeros((), device=self.device)
+        sums: dict[str, torch.Tensor] = {}
         num_updates = 0
         for _ in range(c.num_mini_epochs):
             epoch_kl = torch.zeros((), device=self.device)
             perm = torch.randperm(total, device=self.device)
-            for batch_idx in range(c.num_minibatches):
-                idx = perm[batch_idx * mb_size:(batch_idx + 1) * mb_size]
-                batch = {k: v[idx] for k, v in data.items()}
-                logs = self.perform_optimization_step(batch, batch_idx)
+            for i in range(c.num_minibatches):
+                idx = perm[i * mb_size:(i + 1) * mb_size]
+                logs = self.perform_optimization_step({k: v[idx] for k, v in data.items()}, i)
+                for k, v in logs.items():
+                    sums[k] = sums.get(k, zero) + v.detach()
                 epoch_kl += logs["actor/kl"]
                 num_updates += 1
             if c.target_kl is not None and (epoch_kl / c.num_minibatches).item() > c.target_kl:
                 break  # the one host sync per epoch
-        logs = {k: v / num_updates for k, v in self._logs.items()}
-        logs["explained_variance"] = L.explained_variance(data["values"], data["returns"])
-        return logs
+        metrics = {k: v / num_updates for k, v in sums.items()}
+        metrics["explained_variance"] = L.explained_variance(data["values"], data["returns"])
+        return metrics
 
-    def perform_optimization_step(self, batch_dict: dict[str, torch.Tensor], batch_idx: int):
-        """One actor and one critic update on a minibatch; metrics stay on the device."""
-        c = self.config
-        if c.normalize_advantages:
+    def perform_optimization_step(self, batch_dict: dict[str, torch.Tensor], batch_idx: int = 0
+                                  ) -> dict[str, torch.Tensor]:
+        """One actor and one critic update on a minibatch; returns its metrics (device tensors).
+        ``batch_idx`` is kept for the seed's signature."""
+        if self.config.normalize_advantages:
             adv = batch_dict["advantages"]
             batch_dict["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
-        actor_loss, logs = self.actor_step(batch_dict)
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        self.fabric.backward(actor_loss)
-        logs["actor/grad_norm"] = clip_grad_norm(self.model.actor, c.max_grad_norm)
-        if c.lr_schedule == "adaptive":
-            kl = logs["actor/kl"]
-            factor = torch.where(kl > 2.0 * c.desired_kl, 1.0 / 1.5, torch.where(kl < 0.5 * c.desired_kl, 1.5, 1.0))
-            self.actor_lr.copy_((self.actor_lr * factor).clamp(c.min_lr, c.max_lr))
-        self.actor_optimizer.step()
-        critic_loss, critic_logs = self.critic_step(batch_dict)
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        self.fabric.backward(critic_loss)
-        critic_logs["critic/grad_norm"] = clip_grad_norm(self.model.critic, c.max_grad_norm)
-        self.critic_optimizer.step()
-        logs.update(critic_logs)
-        logs["actor/lr"] = self.actor_lr
-        for k, v in logs.items():
-            self._logs[k] = self._logs.get(k, self._zeros) + v.detach()
-        return logs
+        _, actor_logs = self.actor_step(batch_dict)
+        _, critic_logs = self.critic_step(batch_dict)
+        return {**actor_logs, **critic_logs, "actor/lr": self.actor_lr}
 
     def actor_step(self, batch_dict: dict[str, torch.Tensor]):
+        """Clipped surrogate + entropy bonus + bounds + extra losses, then one clipped Adam step on the actor."""
         c = self.config
-        mean, log_std = self.actor(batch_dict["obs"])
+        mean, log_std = self.actor(batch_dict["obs"], batch_dict.get("rows"))  # log_std: each sample's row
         batch_dict["mean_action"] = mean
         logp = L.gaussian_log_prob(batch_dict["actions"], mean, log_std)
         surr, _, clipped = L.clipped_surrogate_loss(logp, batch_dict["logp"], batch_dict["advantages"], c.e_clip)
@@ -225,87 +309,47 @@ class PPO:
                 + c.bounds_loss_coef * bounds.mean() + extra_loss)
         with torch.no_grad():
             kl = L.gaussian_kl(batch_dict["mean"], batch_dict["log_std"], mean, log_std).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        self.fabric.backward(loss)
+        grad_norm = clip_grad_norm(self.actor_module, c.max_grad_norm)
+        if c.lr_schedule == "adaptive":
+            self.adapt_actor_lr(kl)
+        self.actor_optimizer.step()
+        self.actor_module.clamp_log_std_()
         logs.update({"actor/loss": loss.detach(), "actor/surrogate": surr.mean().detach(),
                      "actor/clip_frac": clipped.mean(), "actor/entropy": entropy.mean().detach(),
-                     "actor/bounds": bounds.mean().detach(), "actor/kl": kl})
+                     "actor/bounds": bounds.mean().detach(), "actor/kl": kl, "actor/grad_norm": grad_norm})
         return loss, logs
 
     def critic_step(self, batch_dict: dict[str, torch.Tensor]):
+        """(Clipped) value loss, then one clipped Adam step on the critic."""
         c = self.config
         values = self.critic(batch_dict["critic_obs"])
         vloss = L.value_loss(values, batch_dict["values"], batch_dict["returns"], c.clip_value_loss, c.value_clip)
         loss = c.critic_coef * vloss.mean()
-        return loss, {"critic/loss": loss.detach()}
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        self.fabric.backward(loss)
+        grad_norm = clip_grad_norm(self.critic_module, c.max_grad_norm)
+        self.critic_optimizer.step()
+        return loss, {"critic/loss": loss.detach(), "critic/grad_norm": grad_norm}
 
     def calculate_extra_actor_loss(self, batch_td: dict[str, torch.Tensor]):
         """L2C2 smoothness (``lambda_l2c2`` > 0): policy-mean change under observation noise."""
         c = self.config
         if c.lambda_l2c2 <= 0.0:
-            return self._zeros, {}
+            return self._zero, {}
         obs = batch_td["obs"]
-        noisy_mean, _ = self.actor(obs + c.l2c2_obs_noise * torch.randn_like(obs))
+        noisy_mean, _ = self.actor(obs + c.l2c2_obs_noise * torch.randn_like(obs), batch_td.get("rows"))
         l2c2 = L.l2c2_loss(batch_td["mean_action"], noisy_mean).mean()
         return c.lambda_l2c2 * l2c2, {"actor/l2c2": l2c2.detach()}
 
-    # ---------------------------------------------------------------- train
-    def request_stop(self) -> None:
-        self._stop_requested = True
-
-    def train_iteration(self) -> dict[str, float]:
-        """Collect ``num_steps`` steps, compute GAE in place, optimise; one host gather for logs."""
-        t0 = time.perf_counter()
-        self.model.eval()
-        for step in range(self.num_steps):
-            self.rollout_step(step)
-        self.compute_advantages()
-        t1 = time.perf_counter()
-        self.model.train()
-        logs = self.optimize_model()
-        names = [*logs, *(f"episode/{k}" for k in self._ep_sums), "episode_count"]
-        values = torch.stack([*(v.float() for v in logs.values()), *self._ep_sums.values(), self._ep_count])
-        metrics = dict(zip(names, values.tolist(), strict=True))  # the one host gather per iteration
-        count = metrics.pop("episode_count")
-        for k in self._ep_sums:
-            value = metrics.pop(f"episode/{k}")
-            if count > 0:
-                metrics[f"episode/{k}"] = value / count
-            self._ep_sums[k].zero_()
-        self._ep_count.zero_()
-        elapsed = time.perf_counter() - t0
-        metrics["perf/steps_per_s"] = self.num_steps * self.num_envs / elapsed
-        metrics["perf/rollout_s"] = t1 - t0
-        metrics["perf/update_s"] = elapsed - (t1 - t0)
-        self.epoch += 1
-        return metrics
-
-    def train(self) -> None:
-        from tqdm import tqdm
-
+    def adapt_actor_lr(self, kl: torch.Tensor) -> None:
+        """KL-adaptive schedule on the device: ÷1.5 above 2x ``desired_kl``, x1.5 below half, clamped."""
         c = self.config
-        bar = tqdm(total=self.max_epochs, initial=self.epoch, disable=not self.progress_bar,
-                   dynamic_ncols=True, unit="it")
-        last_reward = None
-        while self.epoch < self.max_epochs and not self._stop_requested:
-            metrics = self.train_iteration()
-            self.logger.log(metrics, step=self.step_count)
-            last_reward = metrics.get("episode/reward", last_reward)
-            bar.update(1)
-            bar.set_postfix({"steps/s": f"{metrics['perf/steps_per_s']:.0f}",
-                             "reward": "n/a" if last_reward is None else f"{last_reward:.3f}"})
-            new_high = last_reward is not None and (self.best_evaluated_score is None
-                                                    or last_reward > self.best_evaluated_score)
-            if new_high:
-                self.best_evaluated_score = last_reward
-            if self.root_dir is not None:
-                if c.save_epoch_every > 0 and self.epoch % c.save_epoch_every == 0:
-                    self.save(f"epoch_{self.epoch}.ckpt")
-                if self.epoch % max(c.save_last_every, 1) == 0 or new_high:
-                    self.save("last.ckpt", new_high_score=new_high)
-        bar.close()
-        if self.root_dir is not None:
-            self.save("last.ckpt")
+        factor = torch.where(kl > 2.0 * c.desired_kl, 1.0 / 1.5, torch.where(kl < 0.5 * c.desired_kl, 1.5, 1.0))
+        self.actor_lr.copy_((self.actor_lr * factor).clamp(c.min_lr, c.max_lr))
 
-    # ---------------------------------------------------------- checkpoints
+    # ---------------------------------------------------------- state dicts
     def get_state_dict(self, state_dict: dict | None = None) -> dict:
         state = {} if state_dict is None else state_dict
         state.update({
@@ -323,17 +367,44 @@ class PPO:
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
             "env": self.env.state_dict(),
             "config": asdict(self.config),
+            "signature": env_signature(self.env),
+            "exploration": X.exploration_state(self.config.exploration, self.motion_index),
         })
         return state
 
-    def save(self, checkpoint_name: str = "last.ckpt", new_high_score: bool = False) -> None:
-        state = self.get_state_dict()
-        save_checkpoint(state, self.root_dir / checkpoint_name)
-        if new_high_score:
-            save_checkpoint(state, self.root_dir / "score_based.ckpt")
+    def check_checkpoint(self, state_dict: dict, load_training_state: bool = True, source: str = "checkpoint"
+                         ) -> None:
+        """Raise :class:`~simppo.agent.checkpoint.CheckpointError` (one line naming ``source``) unless the
+        checkpoint fits this agent and env: robot, observation / action widths, tensor shapes and, to resume,
+        ``num_envs`` and the env state's layout. Changes nothing."""
+        training = None
+        if load_training_state:
+            training = {"env": self.env.state_dict(), "running_reward_norm": self.reward_normalizer.state_dict()}
+        check_compatible(state_dict, env_signature(self.env), self.model.state_dict(), source, training)
 
-    def load_parameters(self, state_dict: dict, load_training_state: bool = True) -> None:
-        """Restore weights; with ``load_training_state`` also optimizers, normalizers, counters, RNG, env."""
+    def prepare_checkpoint(self, state_dict: dict, load_training_state: bool = True, source: str = "checkpoint"
+                           ) -> dict:
+        """The checkpoint made to fit this run (:func:`~simppo.agent.exploration.prepare_checkpoint`: motion rows
+        validated, log-std rows expanded), then checked (:meth:`check_checkpoint`). An error on any rank raises
+        the same one-line :class:`~simppo.agent.checkpoint.CheckpointError` on every rank. Changes nothing."""
+        error = None
+        try:
+            state_dict = X.prepare_checkpoint(state_dict, self.motion_index, self.model.actor, load_training_state)
+            self.check_checkpoint(state_dict, load_training_state, source)
+        except X.MotionSetError as exc:
+            error = f"{source}: {exc}"
+        except CheckpointError as exc:
+            error = str(exc)
+        raise_on_any_rank(self.fabric, error)
+        return state_dict
+
+    def load_parameters(self, state_dict: dict, load_training_state: bool = True, source: str = "checkpoint"
+                        ) -> None:
+        """Restore weights; with ``load_training_state`` also optimizers, normalizers, counters, RNG, env.
+
+        The checkpoint is prepared and checked first on every rank (:meth:`prepare_checkpoint`); a mismatch
+        changes nothing."""
+        state_dict = self.prepare_checkpoint(state_dict, load_training_state, source)
         self.model.load_state_dict(state_dict["model"])
         if not load_training_state:
             return
@@ -354,6 +425,17 @@ class PPO:
             torch.cuda.set_rng_state_all(rng["cuda"])
         self.env.load_state_dict(state_dict["env"])
         self.current_obs = self.add_agent_info_to_obs(self.env.get_observations())
+        self.current_motion_ids = getattr(self.env, "motion_ids", None)
+
+    # ------------------------------------------------- delegated to a Runner
+    def train_iteration(self) -> dict[str, float]:
+        return Runner(self).train_iteration()
+
+    def train(self, max_epochs: int = 1000) -> None:
+        Runner(self, self.root_dir, max_epochs=max_epochs).train()
+
+    def save(self, checkpoint_name: str = "last.ckpt", new_high_score: bool = False) -> None:
+        Runner(self, self.root_dir).save(checkpoint_name, new_high_score)
 
     def load(self, path: str | Path, load_training_state: bool = True) -> None:
-        self.load_parameters(load_checkpoint(path, map_location=self.device), load_training_state)
+        Runner(self, self.root_dir).load(path, load_training_state)

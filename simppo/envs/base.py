@@ -9,6 +9,10 @@
 - ``reward [N]`` float32, ``terminated [N]`` / ``truncated [N]`` bool.
 - ``extras["episode"]``: dict of ``[N]`` tensors summed over the episode that just ended (valid where
   ``terminated | truncated``), e.g. ``reward``, ``length`` and per-term sums.
+- Envs that simulate physics also report ``extras["unstable"]`` (bool ``[N]``: worlds the simulator
+  flagged non-finite or exploded in this step; they are terminated with a zero reward and a zero
+  terminal observation, then reset) and ``extras["num_unstable"]`` (int ``[1]``, their count, taken
+  before the resets). The agent keeps those envs out of its normalizer updates.
 Returned tensors are preallocated buffers reused on every step; copy them to keep them.
 """
 
@@ -41,6 +45,10 @@ class VecEnv(ABC):
 
     @abstractmethod
     def load_state_dict(self, state: dict) -> None: ...
+
+    def metrics(self) -> dict[str, torch.Tensor]:
+        """Env-specific device scalars to log, accumulated since the last call (read once per iteration)."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

@@ -4,35 +4,34 @@ import math
 
 import torch
 
-from simppo.envs.humanoid_imitation import HumanoidImitationEnv
-from simppo.kernels.imitation_rewards import REWARD_TERMS
+from simppo.agent.models import PPOModel
+from simppo.envs.base import VecEnv
+from simppo.envs.imitation.spec import ERROR_INDEX
 
-_BODY_POS = REWARD_TERMS.index("body_pos")
+_BODY_POS = ERROR_INDEX["body_pos"]
 
 
 @torch.no_grad()
-def play_from_start(agent, env: HumanoidImitationEnv, motion_id: int, max_steps: int) -> dict[str, float]:
-    """Run every env copy from t = 0 of ``motion_id`` with the mean action (no exploration noise).
+def play_from_start(policy, env: VecEnv, motion_id: int, max_steps: int) -> dict[str, float]:
+    """Run every copy of a humanoid-imitation ``env`` from t = 0 of ``motion_id`` with the mean action
+    (:meth:`PPOModel.act_inference`, no exploration noise). ``policy``: a :class:`PPOModel` or a set-up ``PPO``.
 
     Returns ``survival_s`` (mean time until the first termination, capped at ``max_steps``) and
-    ``body_pos_error`` (root-mean-square tracked-body position error in metres, anchor-aligned as in the
-    reward, averaged over the steps each env survived). Envs that end are auto-reset by the env and
-    ignored afterwards.
+    ``body_pos_error`` (mean tracked-body distance in metres, anchor-aligned as in the reward, as the env
+    writes it in ``env.errors``, averaged over the steps each env survived). Envs that end are auto-reset
+    by the env and ignored afterwards.
     """
+    model: PPOModel = policy if isinstance(policy, PPOModel) else policy.model
     n = env.num_envs
     obs = env.reset_to(torch.full((n,), motion_id, dtype=torch.int32, device=env.device),
                        torch.zeros(n, device=env.device))
     alive = torch.ones(n, dtype=torch.bool, device=env.device)
     steps = torch.zeros(n, device=env.device)
     err_sum = torch.zeros(n, device=env.device)
-    sigma_sq = env.cfg.sigmas.body_pos ** 2
     for _ in range(max_steps):
-        actor_obs, _ = agent.normalized_obs(obs, update=False)
-        mean, _ = agent.actor(actor_obs)
-        obs, _, terminated, _, _ = env.step(mean)
-        term = env.reward_terms[:, _BODY_POS].clamp_min(1e-30)
-        mean_sq_err = -sigma_sq * torch.log(term)
-        err_sum += torch.where(alive, mean_sq_err.sqrt(), torch.zeros_like(term))
+        obs, _, terminated, _, _ = env.step(model.act_inference(obs))
+        err = env.errors[:, _BODY_POS]
+        err_sum += torch.where(alive, err, torch.zeros_like(err))
         steps += alive.float()
         alive &= ~terminated
     survival = steps * env.dt

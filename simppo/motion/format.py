@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from simppo.utils.files import atomic_write, atomic_write_text
 
 MAGIC = b"SIMPPOMS"
 FORMAT_VERSION = 1
@@ -234,11 +236,106 @@ class Shard:
         return slice(m.start, m.start + m.num_frames)
 
 
+#: A header longer than this is refused before it is read (real headers are a few KiB per motion).
+MAX_HEADER_BYTES = 64 * 2**20
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _check_names(path, d: dict, key: str) -> list[str]:
+    v = d.get(key)
+    if not isinstance(v, list) or not all(isinstance(n, str) for n in v):
+        raise ShardFormatError(f"{path}: corrupt header ({key!r} must be a list of names)")
+    return v
+
+
+def _parse_header(path, d) -> ShardHeader:
+    """A :class:`ShardHeader` from the decoded JSON, every key checked for its type (one-line errors)."""
+    if not isinstance(d, dict) or d.get("format") != "simppo-motion-shard":
+        raise ShardFormatError(f"{path}: corrupt header (not a simppo-motion-shard JSON object)")
+    joints, bodies = _check_names(path, d, "joint_names"), _check_names(path, d, "body_names")
+    contacts = _check_names(path, d, "contact_bodies")
+    if not isinstance(d.get("robot"), str):
+        raise ShardFormatError(f"{path}: corrupt header ('robot' must be a string)")
+    motions = d.get("motions")
+    if not isinstance(motions, list) or not motions:
+        raise ShardFormatError(f"{path}: corrupt header ('motions' must be a non-empty list)")
+    metas = []
+    start = 0
+    for i, m in enumerate(motions):
+        where = f"{path}: motion {i}"
+        if not isinstance(m, dict) or set(m) - {"name", "fps", "start", "num_frames", "weight", "source"}:
+            raise ShardFormatError(f"{where}: corrupt header entry")
+        name, fps, weight = m.get("name"), m.get("fps"), m.get("weight", 1.0)
+        if not isinstance(name, str) or not isinstance(m.get("source", ""), str):
+            raise ShardFormatError(f"{where}: 'name' and 'source' must be strings")
+        if not _is_number(fps) or not math.isfinite(fps) or fps <= 0:
+            raise ShardFormatError(f"{where} ({name}): fps must be a number > 0, got {fps!r}")
+        if not _is_number(weight) or not math.isfinite(weight) or weight < 0:
+            raise ShardFormatError(f"{where} ({name}): weight must be a number >= 0, got {weight!r}")
+        n = m.get("num_frames")
+        if not _is_int(n) or n < 1:
+            raise ShardFormatError(f"{where} ({name}): num_frames must be an integer >= 1, got {n!r}")
+        if m.get("start") != start:
+            raise ShardFormatError(f"{where} ({name}): start {m.get('start')!r} != {start} (motions must be "
+                                   "consecutive)")
+        metas.append(MotionMeta(name, float(fps), start, n, float(weight), m.get("source", "")))
+        start += n
+    fields = d.get("fields")
+    if not isinstance(fields, dict) or not all(isinstance(f, dict) for f in fields.values()):
+        raise ShardFormatError(f"{path}: corrupt header ('fields' must map names to objects)")
+    version, file_size = d.get("version"), d.get("file_size")
+    if not _is_int(version) or not _is_int(file_size):
+        raise ShardFormatError(f"{path}: corrupt header ('version' and 'file_size' must be integers)")
+    return ShardHeader(d["robot"], joints, bodies, contacts, metas, dict(fields), version, file_size)
+
+
+def _check_layout(path, h: ShardHeader, data_start: int, size: int) -> None:
+    """Every field present with the dtype and shape that ``num_frames`` and the names imply, aligned,
+    inside the file and not overlapping another; ``file_size`` not beyond the end of the file."""
+    if h.file_size > size:
+        raise ShardFormatError(f"{path}: truncated ({size} bytes, header says {h.file_size})")
+    T, B, D, C = h.num_frames, len(h.body_names), len(h.joint_names), len(h.contact_bodies)
+    expected = [n for n in FRAME_FIELDS if n != "contacts" or C > 0]
+    if sorted(h.fields) != sorted(expected):
+        raise ShardFormatError(f"{path}: corrupt header (fields {sorted(h.fields)}, expected {sorted(expected)})")
+    spans = []
+    for name in expected:
+        f = h.fields[name]
+        shape, dtype, offset, nbytes = f.get("shape"), f.get("dtype"), f.get("offset"), f.get("nbytes")
+        want = list(field_shape(name, T, B, D, C))
+        if shape != want or dtype != FRAME_FIELDS[name][0]:
+            raise ShardFormatError(f"{path}: field {name}: {dtype} {shape} in the header, expected "
+                                   f"{FRAME_FIELDS[name][0]} {want} for {T} frames")
+        if not (_is_int(offset) and _is_int(nbytes)) or nbytes != np.dtype(dtype).itemsize * math.prod(want):
+            raise ShardFormatError(f"{path}: field {name}: bad offset/nbytes {offset!r}/{nbytes!r}")
+        if offset % ALIGN or offset < data_start or offset + nbytes > h.file_size:
+            raise ShardFormatError(f"{path}: field {name}: bytes [{offset}, {offset + nbytes}) are not aligned "
+                                   f"data inside the file's {h.file_size} bytes")
+        spans.append((offset, offset + nbytes, name))
+    spans.sort()
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:], strict=False):
+        if start < end:
+            raise ShardFormatError(f"{path}: fields {a} and {b} overlap")
+
+
 def read_header(path: str | os.PathLike) -> ShardHeader:
-    """Read and check a shard's preamble and JSON header; never touches the arrays."""
+    """Read and check a shard's preamble and JSON header; never touches the arrays.
+
+    The header is validated against the file: every field's dtype and shape follow from ``num_frames``
+    and the names, lie inside the file and do not overlap; each motion has ``fps > 0`` and frames.
+    Any problem is a one-line :class:`ShardFormatError` naming the file.
+    """
     path = Path(path)
     try:
         with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
             pre = fh.read(_PREAMBLE.size)
             if len(pre) < _PREAMBLE.size:
                 raise ShardFormatError(f"{path}: too short to be a motion shard")
@@ -250,37 +347,33 @@ def read_header(path: str | os.PathLike) -> ShardHeader:
                     f"{path}: shard format version {version}, this simppo reads "
                     f"version {FORMAT_VERSION}; re-pack with simppo-pack"
                 )
+            if hlen > size - _PREAMBLE.size:
+                raise ShardFormatError(f"{path}: truncated header ({hlen} bytes announced, file has {size})")
+            if hlen > MAX_HEADER_BYTES:
+                raise ShardFormatError(f"{path}: header of {hlen} bytes is larger than {MAX_HEADER_BYTES}")
             raw = fh.read(hlen)
-            size = os.fstat(fh.fileno()).st_size
     except FileNotFoundError:
         raise ShardFormatError(f"{path}: no such shard file") from None
+    except IsADirectoryError:
+        raise ShardFormatError(f"{path}: is a directory, not a shard file") from None
+    except OSError as e:
+        raise ShardFormatError(f"{path}: unreadable ({e.strerror or e})") from None
     if len(raw) != hlen:
         raise ShardFormatError(f"{path}: truncated header")
     try:
-        header = ShardHeader.from_json(json.loads(raw.decode("utf-8")))
-    except (ValueError, KeyError, TypeError) as e:
-        raise ShardFormatError(f"{path}: corrupt header ({e})") from None
-    if size < header.file_size:
-        raise ShardFormatError(f"{path}: truncated ({size} bytes, header says {header.file_size})")
+        d = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise ShardFormatError(f"{path}: corrupt header ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+                               ) from None
+    header = _parse_header(path, d)
+    if header.version != FORMAT_VERSION:
+        raise ShardFormatError(f"{path}: header version {header.version} != {FORMAT_VERSION}")
+    _check_layout(path, header, _PREAMBLE.size + hlen, size)
     return header
 
 
 def open_shard(path: str | os.PathLike) -> Shard:
     return Shard(path, read_header(path))
-
-
-def _file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _tmp_path_for(path: Path) -> Path:
-    """A fresh temp file next to ``path`` (same filesystem, so ``os.replace`` is atomic)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, _file_mode())  # mkstemp creates 0600; give the final file the usual permissions
-    os.close(fd)
-    return Path(tmp)
 
 
 def _write_preamble_and_header(fh, header: ShardHeader) -> None:
@@ -305,38 +398,20 @@ def write_shard(path: str | os.PathLike, header: ShardHeader, arrays: dict[str, 
     ``arrays=None`` reserves the arrays as a sparse, zero-filled region (used for streaming writers and
     for tests of very large packs).
     """
-    path = Path(path)
     header.layout()
-    tmp = _tmp_path_for(path)
-    try:
-        with open(tmp, "wb") as fh:
-            _write_preamble_and_header(fh, header)
-            if arrays is not None:
-                missing = set(header.fields) - set(arrays)
-                if missing:
-                    raise ValueError(f"missing fields {sorted(missing)}")
-                for name in header.fields:
-                    _write_field(fh, header, name, arrays[name])
-            fh.truncate(header.file_size)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+
+    def write(fh) -> None:
+        _write_preamble_and_header(fh, header)
+        if arrays is not None:
+            missing = set(header.fields) - set(arrays)
+            if missing:
+                raise ValueError(f"missing fields {sorted(missing)}")
+            for name in header.fields:
+                _write_field(fh, header, name, arrays[name])
+        fh.truncate(header.file_size)
+
+    return atomic_write(path, write)
 
 
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
-    path = Path(path)
-    tmp = _tmp_path_for(path)
-    try:
-        with open(tmp, "w") as fh:
-            json.dump(obj, fh, indent=1)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(obj, indent=1) + "\n")

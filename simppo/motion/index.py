@@ -34,12 +34,17 @@ class MotionShard:
 
 def _read_pack_index(index_path: Path) -> list[Path]:
     try:
-        d = json.loads(index_path.read_text())
-    except (OSError, ValueError) as e:
-        raise ShardFormatError(f"{index_path}: unreadable pack index ({e})") from None
-    if d.get("format") != PACK_FORMAT:
+        d = json.loads(index_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ShardFormatError(f"{index_path}: unreadable pack index ({reason})") from None
+    if not isinstance(d, dict) or d.get("format") != PACK_FORMAT:
         raise ShardFormatError(f"{index_path}: not a simppo motion pack index")
-    return [(index_path.parent / s["file"]).resolve() for s in d["shards"]]
+    shards = d.get("shards")
+    if not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("file"), str)
+                                               for s in shards):
+        raise ShardFormatError(f"{index_path}: corrupt pack index ('shards' must list {{file: name}} objects)")
+    return [(index_path.parent / s["file"]).resolve() for s in shards]
 
 
 def resolve_shard_paths(sources) -> list[Path]:

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 import warp as wp
 
-from simppo.kernels.motion_interp import launch_motion_interp, torch_to_warp
+from simppo.kernels.motion_interp import MotionFrames, MotionQuery, MotionStateWp, interpolate
 from simppo.motion.format import FRAME_FIELDS, Shard, ShardFormatError
 from simppo.motion.index import MotionIndex
-from simppo.utils.device import init_warp, warp_device
+from simppo.utils.device import init_warp, resolve_device, torch_stream_scope, warp_device, warp_view
 
 _STATE_FIELDS = (
     "root_pos",
@@ -34,6 +34,7 @@ _STATE_FIELDS = (
     "body_lin_vel_w",
     "body_ang_vel_w",
 )
+_VEC_DTYPES = {3: wp.vec3, 4: wp.vec4}
 _VEC_FIELDS = {
     "root_pos",
     "root_quat",
@@ -67,11 +68,13 @@ class MotionState:
     body_lin_vel_w: torch.Tensor
     body_ang_vel_w: torch.Tensor
     contacts: torch.Tensor | None = None
-    # private scratch: int32 ids / float32 times when callers pass other dtypes; cached Warp views
+    # private: the query scratch (ids, times, offsets, mask) and the Warp views, bound once per buffer
     _ids32: torch.Tensor | None = field(default=None, repr=False)
     _times32: torch.Tensor | None = field(default=None, repr=False)
+    _offsets: torch.Tensor | None = field(default=None, repr=False)
+    _mask: torch.Tensor | None = field(default=None, repr=False)
     _contacts_buf: torch.Tensor | None = field(default=None, repr=False)
-    _warp: dict | None = field(default=None, repr=False)
+    _warp: tuple | None = field(default=None, repr=False)
 
     @property
     def num_envs(self) -> int:
@@ -101,9 +104,12 @@ class MotionLib:
     ``body_names``, ``contact_bodies``, ``robot``, ``index`` (:class:`MotionIndex` of the shards loaded).
     """
 
-    def __init__(self, sources: list[str] | MotionIndex, device: str = "cpu", robot: str | None = None):
+    def __init__(self, sources: list[str] | MotionIndex, device: str = "cpu", robot_digest: str | None = None,
+                 robot_name: str = "the robot"):
+        """``robot_digest``: :func:`~simppo.motion.format.robot_digest` of the robot in use (its joint and
+        body names); shards packed for another kinematic naming are refused, naming ``robot_name``."""
         init_warp()
-        self.device = torch.device(device)
+        self.device = torch.device(resolve_device(device))  # "cuda" → cuda:N, as the tensors report it
         self.wp_device = warp_device(self.device)
         self.index = sources if isinstance(sources, MotionIndex) else MotionIndex.from_sources(sources)
         if not self.index.shards:
@@ -121,8 +127,12 @@ class MotionLib:
                 )
             if h.contact_bodies != h0.contact_bodies:
                 raise ShardFormatError(f"{s.path}: contact bodies differ from the first shard")
-        if robot is not None:
-            self._check_robot(robot, h0)
+        if robot_digest is not None and h0.robot_digest != robot_digest:
+            raise ShardFormatError(
+                f"{self.index.shards[0].path}: packed for robot {h0.robot!r} whose joint/body names differ from "
+                f"{robot_name} (robot digest {h0.robot_digest[:12]} != {robot_digest[:12]}); re-pack the motions "
+                "for this robot"
+            )
         self.robot = h0.robot
         self.joint_names = list(h0.joint_names)
         self.body_names = list(h0.body_names)
@@ -138,20 +148,26 @@ class MotionLib:
         total = sum(h.num_frames for h in headers)
         self.num_frames_total = total
 
-        # host staging: one buffer per field, filled shard by shard from the memmaps
+        # device buffers, filled shard by shard and field by field from the memmaps: the host holds one
+        # shard's field at a time, never a copy of the whole set
+        dev = self.device
         names = [n for n in FRAME_FIELDS if n != "contacts" or self.num_contacts > 0]
-        host: dict[str, np.ndarray] = {}
+        self.frames: dict[str, torch.Tensor] = {}
         for n in names:
             dt, _ = FRAME_FIELDS[n]
             tail = tuple(headers[0].fields[n]["shape"][1:])
-            host[n] = np.empty((total,) + tail, dtype=dt)
+            self.frames[n] = torch.empty((total,) + tail, dtype=torch.from_numpy(np.empty(0, dt)).dtype, device=dev)
         starts = np.empty(self.num_motions, np.int32)
         base = 0
         k = 0
         for i, h in enumerate(headers):
             shard = Shard(self.index.shards[i].path, h)
             for n in names:
-                host[n][base : base + h.num_frames] = shard.array(n)
+                seg = np.array(shard.array(n), dtype=FRAME_FIELDS[n][0])
+                if seg.dtype.kind == "f" and not np.isfinite(seg).all():  # NaN would poison training
+                    frame = int(np.argwhere(~np.isfinite(seg.reshape(len(seg), -1)))[0, 0])
+                    raise ShardFormatError(f"{shard.path}: field {n} holds a non-finite value at frame {frame}")
+                self.frames[n][base : base + h.num_frames].copy_(torch.from_numpy(seg))
             for m in h.motions:
                 starts[k] = base + m.start
                 k += 1
@@ -162,8 +178,6 @@ class MotionLib:
         if np.any(nfr < 1) or np.any(weights < 0) or weights.sum() <= 0:
             raise ShardFormatError("motions need >= 1 frame, weights >= 0 with a positive sum")
 
-        dev = self.device
-        self.frames: dict[str, torch.Tensor] = {n: torch.from_numpy(a).to(dev) for n, a in host.items()}
         if self.num_contacts == 0:  # the kernel always takes a contacts array
             self._contacts_dummy = torch.zeros((max(total, 1), 1), dtype=torch.uint8, device=dev)
         self.motion_start = torch.from_numpy(starts).to(dev)
@@ -171,31 +185,21 @@ class MotionLib:
         self.motion_dt = torch.from_numpy(dts).to(dev)
         self.motion_lengths = torch.from_numpy((nfr - 1).astype(np.float32) * dts).to(dev)
         self.motion_weights = torch.from_numpy((weights / weights.sum()).astype(np.float32)).to(dev)
-        self._no_offsets = torch.zeros(1, dtype=torch.float32, device=dev)
         self._sample_scratch: dict[int, torch.Tensor] = {}
 
-        self._wp_frames = {
-            n: torch_to_warp(t, vec_last=n in _VEC_FIELDS and t.dim() >= 2) for n, t in self.frames.items()
-        }
-        if self.num_contacts == 0:
-            self._wp_frames["contacts"] = wp.from_torch(self._contacts_dummy)
-        self._wp_meta = (
-            wp.from_torch(self.motion_start),
-            wp.from_torch(self.motion_num_frames),
-            wp.from_torch(self.motion_dt),
-            wp.from_torch(self.motion_lengths),
-        )
+        self.frames_wp = self._bind_frames()
 
     # ------------------------------------------------------------------ helpers
-    @staticmethod
-    def _check_robot(robot: str, header) -> None:
-        from simppo.robot import load_robot_cfg  # the robot package is only needed for this check
-
-        cfg = load_robot_cfg(robot)
-        if cfg.name != header.robot:
-            raise ShardFormatError(f"motions were packed for robot {header.robot!r}, not {cfg.name!r}")
-        if set(cfg.joint_names) != set(header.joint_names):
-            raise ShardFormatError(f"motion joint names do not match robot {cfg.name!r}")
+    def _bind_frames(self) -> MotionFrames:
+        lib = MotionFrames()
+        lib.start, lib.num_frames = warp_view(self.motion_start), warp_view(self.motion_num_frames)
+        lib.dt, lib.length = warp_view(self.motion_dt), warp_view(self.motion_lengths)
+        for n in _STATE_FIELDS:
+            t = self.frames[n]
+            setattr(lib, n, warp_view(t, _VEC_DTYPES[t.shape[-1]] if n in _VEC_FIELDS else None))
+        lib.contacts = warp_view(self.frames["contacts"] if self.num_contacts > 0 else self._contacts_dummy)
+        lib.num_bodies, lib.num_dofs, lib.num_contacts = self.num_bodies, self.num_dofs, self.num_contacts
+        return lib
 
     def motion_id(self, name: str) -> int:
         return self.motion_names.index(name)
@@ -253,26 +257,30 @@ class MotionLib:
         st.body_quat_w[..., 0] = 1.0
         st._ids32 = torch.zeros(N, dtype=torch.int32, device=self.device)
         st._times32 = torch.zeros(N, dtype=torch.float32, device=self.device)
+        st._offsets = torch.zeros(max(F - 1, 1), dtype=torch.float32, device=self.device)
+        st._mask = torch.zeros(N, dtype=torch.bool, device=self.device)
         if C == 0:
             st._contacts_buf = z(N, F, 1)
         return st
 
-    def _warp_views(self, out: MotionState) -> dict:
-        key = tuple(t.data_ptr() for t in out.tensors().values())
-        if out._warp is None or out._warp["key"] != key:
-            views = {}
+    def warp_state(self, out: MotionState) -> MotionStateWp:
+        """The :class:`MotionStateWp` view of ``out`` (bound on first use; zero-copy)."""
+        return self._warp_views(out)[0]
+
+    def _warp_views(self, out: MotionState) -> tuple[MotionStateWp, MotionQuery]:
+        if out._warp is None:
+            st = MotionStateWp()
             for n in _STATE_FIELDS:
                 t = getattr(out, n)
                 if not t.is_contiguous() or t.device != self.device or t.dtype != torch.float32:
                     raise ValueError(f"MotionState.{n} must be a contiguous float32 tensor on {self.device}")
-                views[n] = torch_to_warp(t, vec_last=n in _VEC_FIELDS)
-            views["contacts"] = wp.from_torch(out.contacts if out.contacts is not None else out._contacts_buf)
-            out._warp = {
-                "key": key,
-                "views": views,
-                "ids": wp.from_torch(out._ids32),
-                "times": wp.from_torch(out._times32),
-            }
+                setattr(st, n, warp_view(t, _VEC_DTYPES[t.shape[-1]] if n in _VEC_FIELDS else None))
+            st.contacts = warp_view(out.contacts if out.contacts is not None else out._contacts_buf)
+            q = MotionQuery()
+            q.motion_ids, q.times = warp_view(out._ids32), warp_view(out._times32)
+            q.future_offsets, q.env_mask = warp_view(out._offsets), warp_view(out._mask, wp.bool)
+            q.use_mask = 0
+            out._warp = (st, q)
         return out._warp
 
     def get_motion_state(
@@ -285,7 +293,7 @@ class MotionLib:
     ) -> MotionState:
         """Fill ``out`` with the reference state at ``times`` and ``times + future_offsets[k]``.
 
-        ``motion_ids``: int32 or int64 [N] (int64 is copied into an int32 scratch on device, no sync);
+        ``motion_ids``: int32 or int64 [N] (copied into ``out``'s int32 scratch on device, no sync);
         ``times``: float [N] seconds; ``future_offsets``: float32 [K] seconds (K = F - 1 of ``out``;
         ``None`` when K = 0). Times are clamped to ``[0, length]``. ``mask`` (bool [N], optional): fill
         only those envs' rows of ``out`` (the others keep their values). One Warp launch, no host sync.
@@ -300,37 +308,14 @@ class MotionLib:
         nk = 0 if future_offsets is None else future_offsets.shape[0]
         if nk != K:
             raise ValueError(f"out has {K} future slots; pass future_offsets of shape [{K}]")
-        views = self._warp_views(out)
-        if motion_ids.dtype == torch.int32 and motion_ids.is_contiguous() and motion_ids.device == self.device:
-            wp_ids = wp.from_torch(motion_ids)
-        else:
-            out._ids32.copy_(motion_ids)
-            wp_ids = views["ids"]
-        if times.dtype == torch.float32 and times.is_contiguous() and times.device == self.device:
-            wp_times = wp.from_torch(times)
-        else:
-            out._times32.copy_(times)
-            wp_times = views["times"]
+        st, q = self._warp_views(out)
+        out._ids32.copy_(motion_ids)
+        out._times32.copy_(times)
         if K > 0:
-            offs = future_offsets
-            if offs.dtype != torch.float32 or not offs.is_contiguous() or offs.device != self.device:
-                offs = offs.to(device=self.device, dtype=torch.float32).contiguous()
-            wp_offs = wp.from_torch(offs)
-        else:
-            wp_offs = wp.from_torch(self._no_offsets)
-        launch_motion_interp(
-            wp_ids,
-            wp_times,
-            wp_offs,
-            *self._wp_meta,
-            self._wp_frames,
-            views["views"],
-            num_envs=N,
-            num_slots=K + 1,
-            num_bodies=self.num_bodies,
-            num_dofs=self.num_dofs,
-            num_contacts=self.num_contacts,
-            device=self.wp_device,
-            env_mask=None if mask is None else wp.from_torch(mask, dtype=wp.bool),
-        )
+            out._offsets.copy_(future_offsets)
+        q.use_mask = int(mask is not None)
+        if mask is not None:
+            out._mask.copy_(mask)
+        with torch_stream_scope(self.wp_device):
+            interpolate(self.frames_wp, q, st)
         return out

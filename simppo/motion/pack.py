@@ -5,7 +5,14 @@ validate → optional resampling (lerp / slerp) to ``target_fps`` → MuJoCo C f
 (``mj_kinematics``) → finite-difference velocities → foot contact labels → shard arrays.
 
 Errors are :class:`MotionPackError` with ``file:row:col`` (1-based; CSV rows are file lines, NPZ rows
-are frames; ``0`` when the error concerns the whole file or column).
+are frames; ``0`` when the error concerns the whole file or column). Inputs are never unpickled (NPZ
+members are parsed by hand: numeric dtypes only, sizes checked against the archive before reading;
+manifests use ``yaml.safe_load``).
+
+Small defects are repaired with a warning and a count (:attr:`PackResult.warnings`): joint values
+beyond their range by at most ``joint_limit_tol`` are clamped into it, and frames whose geometry
+reaches between ``ground_slack`` and ``ground_tol`` below the floor are lifted onto it, so reference
+state resets never start with joints past their limits or geometry deep in the floor.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import os
 import shutil
 import time
 import uuid
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,8 +66,11 @@ class PackOptions:
     quat_order: str = "wxyz"  # root quaternion order of the inputs
     target_fps: float | None = None  # resample to this rate
     max_motions_per_shard: int = 256
-    joint_limit_tol: float = 0.05  # rad beyond the MJCF range that is still accepted
-    ground_tol: float = 0.10  # m below z=0 that any collision geom may reach
+    joint_limit_tol: float = 0.05  # rad beyond the MJCF range that is clamped (with a warning); more is an error
+    ground_tol: float = 0.05  # m below z=0 that a collision geom may reach (lifted, with a warning); more: error
+    ground_slack: float = 0.02  # m of penetration left as is (soft contacts push it out within a few steps)
+    quat_norm_tol: float = 0.05  # |norm - 1| of an input root quaternion beyond this is an error
+    float_height: float = 0.15  # m: lowest geom above this = the robot floats (orientation plausibility)
     contact_height: float = 0.03  # m: foot lowest point below this ...
     contact_speed: float = 0.3  # m/s: ... and foot speed below this = contact
 
@@ -86,6 +98,8 @@ class Clip:
     weight: float
     source: str
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # file row of each frame (1-based)
+    quat_order: str = "wxyz"  # the order the input was read with
+    warnings: list[str] = field(default_factory=list)  # repairs made (one line each)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -124,7 +138,7 @@ def expand_inputs(inputs, opts: PackOptions) -> list[ClipSource]:
 
 def _read_manifest(path: Path) -> list[ClipSource]:
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(_read_text(path))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise MotionPackError(
@@ -147,8 +161,8 @@ def _read_manifest(path: Path) -> list[ClipSource]:
     for i, e in enumerate(entries, start=1):
         if isinstance(e, str):
             e = {"file": e}
-        if not isinstance(e, dict) or "file" not in e:
-            raise MotionPackError(path, i, 0, f"manifest entry {i} needs a 'file'")
+        if not isinstance(e, dict) or not isinstance(e.get("file"), str) or not e["file"]:
+            raise MotionPackError(path, i, 0, f"manifest entry {i} needs a 'file' (a path)")
         unknown = set(e) - {"file", "name", "weight", "fps", "quat_order"}
         if unknown:
             raise MotionPackError(path, i, 0, f"manifest entry {i}: unknown keys {sorted(unknown)}")
@@ -175,19 +189,48 @@ def _read_manifest(path: Path) -> list[ClipSource]:
     return out
 
 
+#: Input clip files (and each NPZ array) larger than this are refused before they are read.
+MAX_CLIP_BYTES = 2**30
+
+
+def _check_size(path: Path) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise MotionPackError(path, 0, 0, f"unreadable ({e.strerror or e})") from None
+    if size > MAX_CLIP_BYTES:
+        raise MotionPackError(path, 0, 0, f"file of {size} bytes is larger than the {MAX_CLIP_BYTES} bytes a clip "
+                              "may have; split it")
+
+
+def _read_text(path: Path) -> str:
+    _check_size(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise MotionPackError(path, 0, 0, f"not a UTF-8 text file (byte {e.start})") from None
+    except OSError as e:
+        raise MotionPackError(path, 0, 0, f"unreadable ({e.strerror or e})") from None
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
 def _looks_like_header(line: str) -> bool:
-    for tok in line.split(","):
-        try:
-            float(tok)
-        except ValueError:
-            return True
-    return False
+    """A first line is a header when most of its fields are not numbers (one malformed number in a data
+    row does not make it a header: that row is read, and reported)."""
+    toks = line.split(",")
+    return sum(_is_number(t) for t in toks) * 2 < len(toks)
 
 
 def _read_csv(path: Path, ncols: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``ncols`` floats; returns (values [T, ncols] float64, 1-based file line of each row)."""
-    with open(path) as fh:
-        lines = fh.read().splitlines()
+    lines = _read_text(path).splitlines()
     first = 0
     while first < len(lines) and not lines[first].strip():
         first += 1
@@ -223,17 +266,68 @@ def _read_csv(path: Path, ncols: int) -> tuple[np.ndarray, np.ndarray]:
     return arr, np.array(rows)
 
 
-def _read_npz(path: Path, ncols: int) -> tuple[np.ndarray, float | None]:
+def _npz_array(zf: zipfile.ZipFile, member: str, path: Path, key: str) -> np.ndarray:
+    """One array of an open NPZ archive, parsed without pickle: numeric dtypes only, at most 2-D, and
+    the announced size must match the member's size before anything is allocated."""
+    fmt = np.lib.format
     try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise MotionPackError(path, 0, 0, f"unreadable npz ({e})") from None
-    with z:
-        fps = float(np.asarray(z["fps"]).reshape(())) if "fps" in z.files else None
-        if "qpos" in z.files:
-            q = np.asarray(z["qpos"], dtype=np.float64)
-        elif all(k in z.files for k in ("root_pos", "root_quat", "dof_pos")):
-            parts = [np.asarray(z[k], dtype=np.float64) for k in ("root_pos", "root_quat", "dof_pos")]
+        info = zf.getinfo(member)
+        with zf.open(info) as fh:
+            version = fmt.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, fortran, dtype = fmt.read_array_header_2_0(fh)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
+            if dtype.kind not in "biuf" or dtype.hasobject or dtype.fields is not None:
+                raise MotionPackError(path, 0, 0, f"{key}: dtype {dtype} is not a plain number type")
+            if len(shape) > 2:
+                raise MotionPackError(path, 0, 0, f"{key}: {len(shape)}-D array {shape}, expected at most 2-D")
+            nbytes = math.prod(shape) * dtype.itemsize
+            if nbytes > MAX_CLIP_BYTES:
+                raise MotionPackError(path, 0, 0, f"{key}: array {shape} of {nbytes} bytes is too large")
+            header_len = fh.tell()
+            if info.file_size - header_len != nbytes:
+                raise MotionPackError(path, 0, 0, f"{key}: array {shape} needs {nbytes} bytes, the archive "
+                                      f"holds {info.file_size - header_len} (truncated or corrupt)")
+            data = fh.read(nbytes)
+    except MotionPackError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, KeyError, NotImplementedError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MotionPackError(path, 0, 0, f"unreadable npz member {key!r} ({reason})") from None
+    if len(data) != nbytes:
+        raise MotionPackError(path, 0, 0, f"{key}: truncated array data")
+    a = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    return a.astype(np.float64)
+
+
+def _read_npz(path: Path, ncols: int) -> tuple[np.ndarray, float | None]:
+    _check_size(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MotionPackError(path, 0, 0, f"unreadable npz ({reason})") from None
+    with zf:
+        members = {n[:-4]: n for n in zf.namelist() if n.endswith(".npy")}
+
+        def load(key: str) -> np.ndarray:
+            return _npz_array(zf, members[key], path, key)
+
+        fps = None
+        if "fps" in members:
+            f = load("fps")
+            if f.size != 1:
+                raise MotionPackError(path, 0, 0, f"fps must be one number, got an array of shape {f.shape}")
+            fps = float(f.reshape(()))
+            if not (math.isfinite(fps) and fps > 0):
+                raise MotionPackError(path, 0, 0, f"fps must be > 0, got {fps}")
+        if "qpos" in members:
+            q = load("qpos")
+        elif all(k in members for k in ("root_pos", "root_quat", "dof_pos")):
+            parts = [load(k) for k in ("root_pos", "root_quat", "dof_pos")]
             for k, a in zip(("root_pos", "root_quat", "dof_pos"), parts, strict=False):
                 if a.ndim != 2:
                     raise MotionPackError(path, 0, 0, f"{k} must be 2-D [frames, n], got shape {a.shape}")
@@ -264,7 +358,7 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
     else:
         vals, fps_file = _read_npz(path, ncols)
         rows = np.arange(1, vals.shape[0] + 1)
-        fps = src.fps or fps_file or opts.fps
+        fps = src.fps or (fps_file if fps_file is not None else opts.fps)
     if not (math.isfinite(fps) and fps > 0):
         raise MotionPackError(path, 0, 0, f"fps must be > 0, got {fps}")
     bad = np.argwhere(~np.isfinite(vals))
@@ -279,6 +373,12 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
     zero = np.nonzero(norms < 1e-6)[0]
     if len(zero):
         raise MotionPackError(path, rows[zero[0]], 4, "zero-norm root quaternion")
+    off = np.nonzero(np.abs(norms - 1.0) > opts.quat_norm_tol)[0]
+    if len(off):
+        r = off[0]
+        raise MotionPackError(
+            path, rows[r], 4, f"root quaternion norm {norms[r]:.4f} is not 1 (tolerance {opts.quat_norm_tol}): "
+            "are the columns aligned (root x y z, quaternion, joints)?")
     q = q / norms[:, None]
     if order == "xyzw":
         q = q[:, [3, 0, 1, 2]]
@@ -300,8 +400,16 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
             f"joint {name} = {dof_in[r, j]:.4f} is outside its range "
             f"[{lo[j]:.4f}, {hi[j]:.4f}] by more than {opts.joint_limit_tol} rad",
         )
+    warnings = []
+    over = np.argwhere(viol > 0.0)
+    if len(over):  # within the tolerance: clamp, so that no reset starts past a joint limit
+        r, j = np.unravel_index(np.argmax(np.where(viol > 0.0, viol, -np.inf)), viol.shape)
+        warnings.append(
+            f"{path}: {len(over)} joint value(s) up to {opts.joint_limit_tol} rad outside their range were clamped "
+            f"into it (largest: {robot.input_joint_names[j]} by {viol[r, j]:.4f} rad at row {rows[r]})")
+        dof_in = np.clip(dof_in, lo, hi)
     qpos = np.concatenate([vals[:, :3], q, dof_in[:, robot.input_to_qpos]], axis=1)
-    return Clip(src.name, float(fps), qpos, src.weight, str(path), rows)
+    return Clip(src.name, float(fps), qpos, src.weight, str(path), rows, order, warnings)
 
 
 # ----------------------------------------------------------------------------- processing
@@ -323,8 +431,47 @@ def resample(qpos: np.ndarray, fps: float, target_fps: float) -> np.ndarray:
     return out
 
 
+def orientation_stats(fk: dict[str, np.ndarray], opts: PackOptions) -> tuple[float, float, float]:
+    """Fractions of frames with the root body upside down (its z axis pointing down), floating (lowest
+    collision geom above ``float_height``) and sunk (below ``-ground_tol``), from :meth:`RobotKinematics.forward`."""
+    qb = fk["body_quat"][:, 0]
+    up_z = 1.0 - 2.0 * (qb[:, 1] ** 2 + qb[:, 2] ** 2)  # world z of the root body's z axis (wxyz)
+    low = fk["lowest_z"]
+    return float(np.mean(up_z < 0.0)), float(np.mean(low > opts.float_height)), float(np.mean(low < -opts.ground_tol))
+
+
+def _other_order(qpos: np.ndarray, order: str) -> np.ndarray:
+    """``qpos`` with the root quaternion read from the same input columns in the other order."""
+    alt = qpos.copy()
+    alt[:, 3:7] = qpos[:, [4, 5, 6, 3]] if order == "xyzw" else qpos[:, [6, 3, 4, 5]]
+    return alt
+
+
+def _check_orientation(clip: Clip, qpos: np.ndarray, fk: dict, robot: RobotKinematics, opts: PackOptions) -> None:
+    """Refuse a clip whose root orientation is implausible (mostly upside down, floating or sunk) when the
+    other quaternion order is clearly plausible; warn when neither is."""
+    upside, floating, sunk = orientation_stats(fk, opts)
+    if max(upside, floating, sunk) <= 0.5:
+        return
+    what = (f"{robot.body_names[0]} upside down in {upside:.0%} of the frames, lowest geometry more than "
+            f"{opts.float_height} m above the floor in {floating:.0%} and more than {opts.ground_tol} m below it "
+            f"in {sunk:.0%}")
+    other = "xyzw" if clip.quat_order == "wxyz" else "wxyz"
+    if max(orientation_stats(robot.forward(_other_order(qpos, clip.quat_order)), opts)) <= 0.1:
+        raise MotionPackError(
+            clip.source, 0, 4, f"implausible root orientation with quaternion order {clip.quat_order} ({what}); "
+            f"read as {other} the clip is plausible: pack it with --quat-order {other} (or quat_order: {other} "
+            "in the manifest)")
+    clip.warnings.append(f"{clip.source}: implausible root orientation ({what}); check the quaternion order and "
+                         "the root height")
+
+
 def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[str, np.ndarray]:
-    """Frame arrays (shard field name → float32/uint8 array) for one validated clip."""
+    """Frame arrays (shard field name → float32/uint8 array) for one validated clip.
+
+    Refuses a clip read with the wrong quaternion order (see :func:`_check_orientation`) or with geometry
+    more than ``ground_tol`` below the floor; lifts frames whose geometry is between ``ground_slack`` and
+    ``ground_tol`` below it onto the floor (a warning in ``clip.warnings``)."""
     qpos, fps = clip.qpos, clip.fps
     src_fps = clip.fps
     if opts.target_fps and abs(opts.target_fps - fps) > 1e-9:
@@ -333,23 +480,38 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
         rows = None
     else:
         rows = clip.rows
+
+    def file_row(t: int) -> int:
+        if rows is not None:
+            return int(rows[t])
+        return int(clip.rows[min(int(round(t * src_fps / fps)), len(clip.rows) - 1)])
+
     clip.fps = fps
     dt = 1.0 / fps
     fk = robot.forward(qpos)
+    _check_orientation(clip, qpos, fk, robot, opts)
     low = np.nonzero(fk["lowest_z"] < -opts.ground_tol)[0]
     if len(low):
         t = low[0]
         body = robot.body_names[fk["lowest_body"][t]]
-        row = (
-            int(rows[t]) if rows is not None else int(clip.rows[min(int(round(t * src_fps / fps)), len(clip.rows) - 1)])
-        )
         raise MotionPackError(
             clip.source,
-            row,
+            file_row(t),
             1,
             f"body {body} is {-fk['lowest_z'][t]:.3f} m below the ground "
             "(root height wrong? if the clip looks tumbled, try the other --quat-order)",
         )
+    lift = np.where(fk["lowest_z"] < -opts.ground_slack, -fk["lowest_z"], 0.0)
+    if lift.any():  # a reset must not start with geometry in the floor: lift those frames onto it
+        t = int(np.argmax(lift))
+        clip.warnings.append(
+            f"{clip.source}: {int(np.count_nonzero(lift))} frame(s) with geometry up to {opts.ground_tol} m below "
+            f"the floor were lifted onto it (deepest: {robot.body_names[fk['lowest_body'][t]]} {lift[t]:.3f} m at "
+            f"row {file_row(t)})")
+        qpos = qpos.copy()
+        qpos[:, 2] += lift
+        fk["body_pos"][:, :, 2] += lift[:, None]
+        fk["foot_lowest_z"] += lift[:, None]
     body_quat = quat_make_continuous(fk["body_quat"])
     body_lin = finite_diff(fk["body_pos"], dt)
     body_ang = angular_velocity(body_quat, dt)
@@ -383,9 +545,11 @@ class PackResult:
     num_motions: int
     num_frames: int
     seconds: float
+    warnings: list[str] = field(default_factory=list)  # repairs made while packing, one line each
 
 
-def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions) -> tuple:
+def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions,
+                warnings: list[str]) -> tuple:
     shard_entries, shard_paths = [], []
     total_frames = 0
     per = max(1, int(opts.max_motions_per_shard))
@@ -395,6 +559,7 @@ def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, op
         for src in sources[s0 : s0 + per]:
             clip = read_clip(src, robot, opts)
             arrays = process_clip(clip, robot, opts)
+            warnings.extend(clip.warnings)
             T = arrays["root_pos"].shape[0]
             metas.append(MotionMeta(clip.name, clip.fps, start, T, clip.weight, Path(clip.source).name))
             chunks.append(arrays)
@@ -446,8 +611,12 @@ def pack_motions(
     out_dir = Path(out_dir)
     if opts.quat_order not in ("wxyz", "xyzw"):
         raise MotionPackError("--quat-order", 0, 0, f"must be wxyz or xyzw, got {opts.quat_order!r}")
-    if opts.target_fps is not None and not opts.target_fps > 0:
-        raise MotionPackError("--target-fps", 0, 0, f"must be > 0, got {opts.target_fps}")
+    for flag, v in (("--fps", opts.fps), ("--target-fps", opts.target_fps)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise MotionPackError(flag, 0, 0, f"must be > 0, got {v}")
+    for flag, v in (("--joint-limit-tol", opts.joint_limit_tol), ("--ground-tol", opts.ground_tol)):
+        if not (math.isfinite(v) and v >= 0):
+            raise MotionPackError(flag, 0, 0, f"must be >= 0, got {v}")
     if (out_dir.exists() or out_dir.is_symlink()) and not force:
         raise MotionPackError(out_dir, 0, 0, "output directory exists; pass --force to replace it")
     if out_dir.exists() and not out_dir.is_dir():
@@ -461,8 +630,9 @@ def pack_motions(
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
     old = out_dir.parent / f".{out_dir.name}.old-{tag}"
     tmp.mkdir()
+    warnings: list[str] = []
     try:
-        shard_paths, total_frames = _write_pack(tmp, sources, rk, opts)
+        shard_paths, total_frames = _write_pack(tmp, sources, rk, opts, warnings)
         if out_dir.exists():
             if not force:
                 raise MotionPackError(out_dir, 0, 0, "output directory exists; pass --force to replace it")
@@ -478,4 +648,5 @@ def pack_motions(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return PackResult(out_dir, [out_dir / p for p in shard_paths], len(sources), total_frames, time.perf_counter() - t0)
+    return PackResult(out_dir, [out_dir / p for p in shard_paths], len(sources), total_frames,
+                      time.perf_counter() - t0, warnings)

@@ -4,6 +4,8 @@
                 [--max-motions-per-shard N] [--force]
 
 Errors print one line ``simppo-pack: error: <file>:<row>:<col>: <what>`` and exit with status 2.
+Repairs (joint values clamped into their range, frames lifted onto the floor, see
+:mod:`simppo.motion.pack`) print one line each, ``simppo-pack: warning: <file>: <what>`` (not with ``-q``).
 """
 
 from __future__ import annotations
@@ -38,16 +40,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--joint-limit-tol",
         type=float,
         default=d.joint_limit_tol,
-        help="accepted excess over the joint range, rad (default: 0.05)",
+        help="joint values this far outside their range (rad) are clamped into it with a warning; "
+        "farther is an error (default: 0.05)",
     )
     p.add_argument(
         "--ground-tol",
         type=float,
         default=d.ground_tol,
-        help="how far below z=0 a collision geom may reach, m (default: 0.10)",
+        help="frames whose collision geometry reaches this far below z=0 (m) are lifted onto the floor with "
+        "a warning; deeper is an error (default: 0.05)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing output directory")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="print errors only (no warnings, no summary)")
     return p
 
 
@@ -69,10 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     except MotionPackError as e:
         print(f"simppo-pack: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the output folder or an input that the readers did not open themselves
+        print(f"simppo-pack: error: {e.filename or args.out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("simppo-pack: interrupted; nothing written", file=sys.stderr)
         return 130
     if not args.quiet:
+        for w in res.warnings:
+            print(f"simppo-pack: warning: {w}", file=sys.stderr)
         print(
             f"simppo-pack: {res.num_motions} motions, {res.num_frames} frames, {len(res.shards)} shard(s) "
             f"-> {res.out_dir} ({res.seconds:.2f} s)"

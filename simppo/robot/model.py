@@ -10,13 +10,47 @@ import numpy as np
 from simppo.robot.config import RobotCfg, load_robot_cfg
 
 
-def load_mj_model(robot_cfg: RobotCfg | str) -> mujoco.MjModel:
-    """Compile the robot's MJCF with MuJoCo C."""
+def load_mj_model(robot_cfg: RobotCfg | str, self_collision: bool = False) -> mujoco.MjModel:
+    """Compile the robot's MJCF with MuJoCo C.
+
+    ``self_collision``: the robot's collision geoms also collide with each other (their ``conaffinity``
+    takes their ``contype``). MuJoCo already ignores parent-child pairs; body pairs that touch by
+    construction (in contact at the ``home`` keyframe or at ``qpos0``, e.g. a geom-less link between
+    them) are excluded as well, so only real self-contacts remain.
+    """
     cfg = load_robot_cfg(robot_cfg)
     path = cfg.mjcf_path
     if not path.is_file():
         raise FileNotFoundError(f"{cfg.source or cfg.name}: mjcf not found: {path}")
-    return mujoco.MjModel.from_xml_path(str(path))
+    spec = mujoco.MjSpec.from_file(str(path))
+    m = spec.compile()
+    if not self_collision:
+        return m
+    if len(spec.geoms) != m.ngeom:
+        raise ValueError(f"{path}: cannot map the MJCF's geoms to the compiled model for self-collision")
+    robot = (m.geom_bodyid > 0) & ((m.geom_contype != 0) | (m.geom_conaffinity != 0))
+    for i, g in enumerate(spec.geoms):
+        if robot[i]:
+            g.conaffinity = int(m.geom_conaffinity[i]) | int(m.geom_contype[i])
+    m = spec.compile()
+    d = mujoco.MjData(m)
+    touching = set()
+    home = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "home")
+    for key in ([home] if home >= 0 else []) + [-1]:
+        if key >= 0:
+            mujoco.mj_resetDataKeyframe(m, d, key)
+        else:
+            mujoco.mj_resetData(m, d)
+        mujoco.mj_forward(m, d)
+        for c in d.contact[:d.ncon]:
+            b1, b2 = int(m.geom_bodyid[c.geom[0]]), int(m.geom_bodyid[c.geom[1]])
+            if b1 > 0 and b2 > 0:
+                touching.add((min(b1, b2), max(b1, b2)))
+    for b1, b2 in sorted(touching):
+        e = spec.add_exclude()
+        e.bodyname1 = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b1)
+        e.bodyname2 = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b2)
+    return spec.compile()
 
 
 @dataclass

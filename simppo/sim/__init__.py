@@ -1,6 +1,31 @@
-"""Simulation backends (``sim=mjwarp`` is the default)."""
+"""Simulator backends behind :class:`SimBackend`; :func:`make_sim` picks one from ``SimCfg.name``."""
 
-from simppo.sim.config import MJWarpSimCfg, load_sim_cfg, sim_cfg_from_dict
+from __future__ import annotations
+
+import torch
+
+from simppo.robot.config import RobotCfg
+from simppo.sim.base import SimBackend, SimState
+from simppo.sim.config import SIM_NAMES, SimCfg
 from simppo.sim.mjwarp import MJWarpSim
+from simppo.sim.mujoco_c import MuJoCoSim
+from simppo.utils.device import resolve_device
 
-__all__ = ["MJWarpSim", "MJWarpSimCfg", "load_sim_cfg", "sim_cfg_from_dict"]
+
+def resolve_sim_name(name: str, device: str) -> str:
+    """``auto`` → ``mjwarp`` on CUDA, ``mujoco`` on CPU; other names are checked and returned."""
+    if name not in SIM_NAMES:
+        raise ValueError(f"sim.name: unknown backend {name!r}; choose one of {list(SIM_NAMES)}")
+    if name == "auto":
+        return "mjwarp" if torch.device(resolve_device(device)).type == "cuda" else "mujoco"
+    return name
+
+
+def make_sim(robot_cfg: RobotCfg | str, sim_cfg: SimCfg, num_envs: int, device: str) -> SimBackend:
+    """The backend named by ``sim_cfg.name`` (see :func:`resolve_sim_name`) with ``num_envs`` worlds."""
+    cls = MJWarpSim if resolve_sim_name(sim_cfg.name, device) == "mjwarp" else MuJoCoSim
+    return cls(robot_cfg, sim_cfg, num_envs=num_envs, device=device)
+
+
+__all__ = ["MJWarpSim", "MuJoCoSim", "SimBackend", "SimCfg", "SimState", "make_sim",
+           "resolve_sim_name"]

@@ -1,37 +1,31 @@
-"""Configuration of the MuJoCo Warp simulation backend (mirrors ``configs/sim/mjwarp.yaml``)."""
+"""Typed configuration of every simulator backend (``configs/sim/*.yaml`` only pick ``name``)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
-import yaml
-
-from simppo.paths import CONFIG_DIR
+SIM_NAMES = ("auto", "mjwarp", "mujoco")
+SELF_CONTACT_SLOTS = 32  # extra contacts per world reserved for self-collision
 
 
 @dataclass
-class MJWarpSimCfg:
-    """MuJoCo Warp backend settings.
+class SimCfg:
+    """Settings shared by the backends, then backend-specific ones (ignored by the other backend).
 
-    Buffer sizing for the G1 (per world; robot collides with the floor only, see the MJCF):
-    a capsule-plane pair yields at most 2 contacts and a sphere-plane pair 1, so the 31 capsules +
-    2 spheres give at most ``31*2 + 2 = 64`` contacts → ``nconmax = 64`` (MJWarp 4.0: per world;
-    the shared pool is ``naconmax = nconmax * num_envs``, so with floor-only collision it cannot
-    overflow). Constraint rows (``njmax``, a hard per-world limit): foot contacts are condim 3 with
-    elliptic cones (3 rows each): 14 foot capsules × 2 × 3 = 84; the other contacts are condim 1
-    (1 row): 17 × 2 + 2 = 36; joint limits ≤ 29 → 149 rows worst case → ``njmax = 160``.
+    Buffer sizing for the G1 (per world): a capsule-plane pair yields at most 2 contacts and a
+    sphere-plane pair 1, so the 31 capsules + 2 spheres give at most ``31*2 + 2 = 64`` floor contacts →
+    ``nconmax = 64`` (MJWarp 4.0: per world; the shared pool is ``naconmax = nconmax * num_envs``).
+    Constraint rows (``njmax``, a hard per-world limit): every contact is condim 3 with elliptic cones
+    (3 rows each): 64 × 3 = 192; joint limits ≤ 29 → 221 rows worst case → ``njmax = 224``.
+    ``self_collision`` adds ``SELF_CONTACT_SLOTS`` contacts (none occur in the shipped clips; a tangled,
+    fallen robot rarely has more than a dozen) and 3 rows each: see :meth:`contact_capacity`.
     Other robots: size these the same way (or set them to ``None`` for MJWarp's defaults).
     """
 
-    name: str = "mjwarp"
+    name: str = "auto"
+    """``auto`` (mjwarp on CUDA, mujoco on CPU) | ``mjwarp`` | ``mujoco``."""
     decimation: int = 4
     """Physics steps per control step (200 Hz physics → 50 Hz control for the G1)."""
-    nconmax: int | None = 64
-    njmax: int | None = 160
-    use_cuda_graph: bool = True
-    """Capture the decimated step as a CUDA graph on CUDA devices (ignored on CPU)."""
     timestep: float | None = None
     """Override the MJCF physics timestep (seconds)."""
     solver_iterations: int | None = None
@@ -43,25 +37,23 @@ class MJWarpSimCfg:
     """Root (freejoint) height range outside of which a world is flagged unstable."""
     foot_contact: bool = True
     """Compute per-foot contact flags / normal forces after every control step."""
+    self_collision: bool = False
+    """Robot collision geoms also collide with each other (MuJoCo's parent-child filter, plus body pairs
+    that touch by construction excluded; see ``simppo.robot.model.load_mj_model``); its contacts feed the
+    ``self_collisions`` penalty. Off by default: on the G1 it costs ~1% of MJWarp's physics throughput but
+    10-20% of MuJoCo C's (broadphase over every body pair), above the 10% budget of the CPU default."""
+    # --- mjwarp (the mujoco backend sizes its per-world contact copy buffers with nconmax/njmax too)
+    nconmax: int | None = 64
+    njmax: int | None = 224
+    use_cuda_graph: bool = True
+    """Capture the decimated step as a CUDA graph on CUDA devices (ignored on CPU)."""
+    # --- mujoco
+    threads: int | None = None
+    """Worker threads stepping the worlds with MuJoCo C; ``None`` → ``os.cpu_count()``."""
 
-    @property
-    def physics_dt_override(self) -> float | None:
-        return self.timestep
+    def contact_capacity(self) -> tuple[int | None, int | None]:
+        """Per-world ``(nconmax, njmax)``, grown by ``SELF_CONTACT_SLOTS`` contacts with self-collision."""
+        if not self.self_collision or self.nconmax is None or self.njmax is None:
+            return self.nconmax, self.njmax
+        return self.nconmax + SELF_CONTACT_SLOTS, self.njmax + 3 * SELF_CONTACT_SLOTS
 
-
-def sim_cfg_from_dict(data: dict, source: str = "sim config") -> MJWarpSimCfg:
-    known = {f.name for f in dataclasses.fields(MJWarpSimCfg)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"{source}: unknown key(s) {unknown}; allowed: {sorted(known)}")
-    if data.get("name", "mjwarp") != "mjwarp":
-        raise ValueError(f"{source}: name must be 'mjwarp', got {data['name']!r}")
-    return MJWarpSimCfg(**data)
-
-
-def load_sim_cfg(name_or_path: str | Path = "mjwarp") -> MJWarpSimCfg:
-    """``'mjwarp'`` → ``configs/sim/mjwarp.yaml``; or a path to a yaml file."""
-    p = Path(name_or_path)
-    path = p if p.suffix in (".yaml", ".yml") else CONFIG_DIR / "sim" / f"{name_or_path}.yaml"
-    data = yaml.safe_load(path.read_text()) or {}
-    return sim_cfg_from_dict(data, source=str(path))

@@ -1,6 +1,17 @@
-"""MuJoCo Warp simulation backend: ``num_envs`` worlds of one robot, zero-copy torch views."""
+"""MuJoCo Warp simulation backend: ``num_envs`` worlds of one robot, zero-copy torch views.
+
+On CUDA (``SimCfg.use_cuda_graph`` and Warp's memory pool enabled) each hot-path launch sequence is
+captured once as a CUDA graph and replayed: the decimated step, the masked reset, ``forward`` and
+``kinematics``. Graphs are captured on a private stream (torch's default stream cannot be captured) and
+replayed on torch's current stream, so torch ops and Warp launches are ordered without host syncs. On
+CPU the same launches run eagerly. Without capture on CUDA, mujoco_warp's solver loop is unrolled
+(``opt.graph_conditional = False``): its ``capture_while`` would read the loop condition back to the host
+on every solver iteration.
+"""
 
 from __future__ import annotations
+
+import contextlib
 
 import mujoco
 import mujoco_warp as mjw
@@ -8,99 +19,82 @@ import numpy as np
 import torch
 import warp as wp
 
-from simppo.kernels.sim_body_vel import launch_body_vel_w
-from simppo.kernels.sim_contact import launch_foot_contact
-from simppo.kernels.sim_guard import launch_sim_guard
-from simppo.kernels.sim_reset import launch_sim_reset
+from simppo.kernels.sim.body_vel import BodyVelBuffers, body_velocities
+from simppo.kernels.sim.contact import ContactBuffers, contacts
+from simppo.kernels.sim.guard import GuardBuffers, guard
+from simppo.kernels.sim.overflow import OverflowBuffers, collect_overflow
+from simppo.kernels.sim.reset import ResetBuffers, reset
 from simppo.robot.config import RobotCfg, load_robot_cfg
-from simppo.robot.model import RobotModel, build_robot_model, load_mj_model
-from simppo.sim.config import MJWarpSimCfg
-from simppo.utils.device import init_warp, resolve_device, warp_device
+from simppo.sim.base import SimBackend, SimState
+from simppo.sim.common import configure_model, geom_foot_map, home_state, robot_collision_geoms, root_height_adr
+from simppo.sim.config import SimCfg
+from simppo.utils.device import (
+    graph_capture_available,
+    init_warp,
+    resolve_device,
+    torch_stream_scope,
+    warp_device,
+    warp_view,
+)
+
+# Solver / line-search iteration caps are normal for falling robots (MuJoCo C is silent about them too):
+# they are neither printed nor counted in ``env/overflow``; every buffer overflow is.
+QUIET_OVERFLOWS = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
 
 
-class MJWarpSim:
-    """Batched MuJoCo Warp simulation of ``num_envs`` copies of a robot.
+class MJWarpSim(SimBackend):
+    """Batched MuJoCo Warp simulation of ``num_envs`` copies of a robot (see :class:`SimBackend`).
 
-    Torch views (zero-copy, on ``device``; body axes index MuJoCo body ids, 0 = world body):
-
-    * ``qpos [N, nq]``, ``qvel [N, nv]``, ``ctrl [N, nu]`` (write targets into ``ctrl`` in place)
-    * ``xpos [N, nbody, 3]``, ``xquat [N, nbody, 4]`` (wxyz) — world frame
-    * ``body_lin_vel_w [N, nbody, 3]``, ``body_ang_vel_w [N, nbody, 3]`` — world-frame velocity of
-      each body frame origin
-    * ``foot_contact [N, nfeet]`` int32 (1 = foot touches something), ``foot_contact_force
-      [N, nfeet]`` (normal force, N) in ``robot_cfg.feet`` order
-    * ``unstable [N]`` int32 (1 = non-finite / out-of-bounds state after the last step or reset),
-      ``num_unstable [1]`` int32
-
-    All views are consistent with the final ``qpos``/``qvel`` after ``step()`` and
-    ``reset_worlds()`` (kinematics and velocities are recomputed). Contact flags describe the
-    contacts found during the last physics substep.
+    The torch views are MJWarp's own arrays (``qpos``, ``qvel``, ``ctrl``, ``xpos``, ``xquat`` alias
+    ``data.*``); the derived views are computed by :mod:`simppo.kernels.sim` after every step / reset.
+    Extra views: ``overflow [N]`` int32, MJWarp's overflow bits of the last control step
+    (:class:`mujoco_warp.OverflowType`). ``use_graph``: whether launches are captured (see the module).
     """
 
     def __init__(
         self,
         robot_cfg: RobotCfg | str,
-        sim_cfg: MJWarpSimCfg | None = None,
+        sim_cfg: SimCfg | None = None,
         num_envs: int = 1,
         device: str = "auto",
         mj_model: mujoco.MjModel | None = None,
     ):
         init_warp()
         self.robot_cfg = load_robot_cfg(robot_cfg)
-        self.cfg = sim_cfg if sim_cfg is not None else MJWarpSimCfg()
-        self.num_envs = int(num_envs)
+        self.cfg = sim_cfg if sim_cfg is not None else SimCfg()
+        self.num_envs = n = int(num_envs)
         self.device = resolve_device(device)
         self.wp_device = warp_device(self.device)
         self.decimation = int(self.cfg.decimation)
-
-        m = mj_model if mj_model is not None else load_mj_model(self.robot_cfg)
-        if self.cfg.timestep is not None:
-            m.opt.timestep = float(self.cfg.timestep)
-        if self.cfg.solver_iterations is not None:
-            m.opt.iterations = int(self.cfg.solver_iterations)
-        if self.cfg.solver_ls_iterations is not None:
-            m.opt.ls_iterations = int(self.cfg.solver_ls_iterations)
-        self.mj_model = m
-        self.robot: RobotModel = build_robot_model(self.robot_cfg, m)
+        self.mj_model, self.robot = m, robot = configure_model(self.robot_cfg, self.cfg, mj_model)
         self.physics_dt = float(m.opt.timestep)
         self.control_dt = self.physics_dt * self.decimation
+        mjd, self.home_qpos, self.home_ctrl = home_state(m)
+        nfeet = len(self.robot_cfg.feet)
 
-        mjd = mujoco.MjData(m)
-        home = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "home")
-        if home >= 0:
-            mujoco.mj_resetDataKeyframe(m, mjd, home)
-        mujoco.mj_forward(m, mjd)
-        self.home_qpos = np.array(mjd.qpos, dtype=np.float64)
-        self.home_ctrl = np.array(mjd.ctrl, dtype=np.float64)
-
-        free = int(m.jnt_type[0]) == int(mujoco.mjtJoint.mjJNT_FREE) if m.njnt > 0 else False
-        self.root_height_adr = int(m.jnt_qposadr[0]) + 2 if free else -1
-
+        self.use_graph = graph_capture_available(self.wp_device, bool(self.cfg.use_cuda_graph))
         with wp.ScopedDevice(self.wp_device):
             self.model = mjw.put_model(m)
-            # Hitting the solver/line-search iteration caps is normal for falling robots (MuJoCo C is
-            # silent about it too); keep MJWarp's warnings for real buffer overflows only.
-            quiet = mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS
-            self.model.opt.warn_overflow = int(self.model.opt.warn_overflow) & ~int(quiet)
-            self.data = mjw.put_data(
-                m, mjd, nworld=self.num_envs, nconmax=self.cfg.nconmax, njmax=self.cfg.njmax
-            )
-            n, nb = self.num_envs, m.nbody
-            self.wp_body_lin_vel_w = wp.zeros((n, nb), dtype=wp.vec3)
-            self.wp_body_ang_vel_w = wp.zeros((n, nb), dtype=wp.vec3)
+            self.model.opt.warn_overflow = int(self.model.opt.warn_overflow) & ~QUIET_OVERFLOWS
+            if wp.get_device(self.wp_device).is_cuda and not self.use_graph:
+                self.model.opt.graph_conditional = False  # no capture_while host read-back per solver iteration
+            nconmax, njmax = self.cfg.contact_capacity()
+            self.data = d = mjw.put_data(m, mjd, nworld=n, nconmax=nconmax, njmax=njmax)
+            self.wp_body_lin_vel_w = wp.zeros((n, m.nbody), dtype=wp.vec3)
+            self.wp_body_ang_vel_w = wp.zeros((n, m.nbody), dtype=wp.vec3)
             self.wp_unstable = wp.zeros(n, dtype=wp.int32)
             self.wp_num_unstable = wp.zeros(1, dtype=wp.int32)
-            nfeet = len(self.robot_cfg.feet)
+            self.wp_penalized_contacts = wp.zeros(n, dtype=wp.float32)
+            self.wp_self_contacts = wp.zeros(n, dtype=wp.float32)
+            self.wp_geom_robot = wp.array(robot_collision_geoms(m).astype(np.int32), dtype=wp.int32)
             self.wp_foot_contact = wp.zeros((n, max(nfeet, 1)), dtype=wp.int32)
             self.wp_foot_contact_force = wp.zeros((n, max(nfeet, 1)), dtype=wp.float32)
-            geom_foot = np.full(m.ngeom, -1, dtype=np.int32)
-            collides = (m.geom_contype != 0) | (m.geom_conaffinity != 0)
-            for k, bid in enumerate(self.robot.feet_body_ids):
-                geom_foot[(m.geom_bodyid == bid) & collides] = k
-            self.wp_geom_foot = wp.array(geom_foot, dtype=wp.int32)
+            self.wp_geom_foot = wp.array(geom_foot_map(m, robot, self.cfg.foot_contact), dtype=wp.int32)
+            self.wp_geom_penalized = wp.zeros(m.ngeom, dtype=wp.int32)
             self.wp_body_rootid = wp.array(m.body_rootid.astype(np.int32), dtype=wp.int32)
+            self.wp_step_overflow = wp.zeros(n, dtype=wp.int32)
+            self.wp_num_overflow = wp.zeros(1, dtype=wp.int32)
 
-        d = self.data
         self.wp_qpos, self.wp_qvel, self.wp_ctrl = d.qpos, d.qvel, d.ctrl
         self.qpos = wp.to_torch(d.qpos)
         self.qvel = wp.to_torch(d.qvel)
@@ -111,33 +105,65 @@ class MJWarpSim:
         self.body_ang_vel_w = wp.to_torch(self.wp_body_ang_vel_w)
         self.unstable = wp.to_torch(self.wp_unstable)
         self.num_unstable = wp.to_torch(self.wp_num_unstable)
+        self.penalized_contacts = wp.to_torch(self.wp_penalized_contacts)
+        self.self_contacts = wp.to_torch(self.wp_self_contacts)
         self.foot_contact = wp.to_torch(self.wp_foot_contact)[:, :nfeet]
         self.foot_contact_force = wp.to_torch(self.wp_foot_contact_force)[:, :nfeet]
-
+        self.overflow = wp.to_torch(self.wp_step_overflow)
+        self._num_overflow = wp.to_torch(self.wp_num_overflow)
         self.home_qpos_t = torch.tensor(self.home_qpos, dtype=torch.float32, device=self.device)
         self.home_ctrl_t = torch.tensor(self.home_ctrl, dtype=torch.float32, device=self.device)
+        self._bind(m)
 
-        self._graph = None
-        self.use_graph = bool(self.cfg.use_cuda_graph) and wp.get_device(self.wp_device).is_cuda
+        self._graphs: dict[str, wp.Graph] = {}
+        self._capture_stream = wp.Stream(self.wp_device) if self.use_graph and wp.get_device(self.wp_device).is_cuda \
+            else None
         with wp.ScopedDevice(self.wp_device):
             self._post_step()
 
-    # ------------------------------------------------------------------ sizes
-    @property
-    def nq(self) -> int:
-        return self.mj_model.nq
+    def _bind(self, m: mujoco.MjModel) -> None:
+        """Typed buffers of the state and of each kernel stage, bound once (all zero-copy)."""
+        d, c = self.data, self.cfg
+        s = self.state = SimState()
+        s.qpos, s.qvel, s.ctrl = d.qpos, d.qvel, d.ctrl
+        s.xpos, s.xquat = d.xpos, warp_view(self.xquat, wp.vec4)
+        s.body_lin_vel_w, s.body_ang_vel_w = self.wp_body_lin_vel_w, self.wp_body_ang_vel_w
+        s.unstable, s.penalized_contacts = self.wp_unstable, self.wp_penalized_contacts
+        s.self_contacts = self.wp_self_contacts
 
-    @property
-    def nv(self) -> int:
-        return self.mj_model.nv
+        bv = self._body_vel = BodyVelBuffers()
+        bv.body_rootid, bv.xpos, bv.subtree_com, bv.cvel = self.wp_body_rootid, d.xpos, d.subtree_com, d.cvel
+        bv.lin_vel_w_out, bv.ang_vel_w_out = self.wp_body_lin_vel_w, self.wp_body_ang_vel_w
 
-    @property
-    def nu(self) -> int:
-        return self.mj_model.nu
+        g = self._guard = GuardBuffers()
+        self.root_height_adr = root_height_adr(m)
+        g.qpos, g.qvel, g.root_height_adr = d.qpos, d.qvel, self.root_height_adr
+        g.max_qvel, g.min_height = c.instability_max_qvel, c.instability_min_height
+        g.max_height = c.instability_max_height
+        g.unstable_out, g.count_out = self.wp_unstable, self.wp_num_unstable
 
-    @property
-    def nbody(self) -> int:
-        return self.mj_model.nbody
+        ct = self._contacts = ContactBuffers()
+        ct.nacon, ct.geom, ct.worldid, ct.dim = d.nacon, d.contact.geom, d.contact.worldid, d.contact.dim
+        ct.efc_address, ct.efc_force = d.contact.efc_address, d.efc.force
+        ct.geom_foot, ct.geom_penalized = self.wp_geom_foot, self.wp_geom_penalized
+        ct.elliptic = int(int(m.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC))
+        ct.foot_contact_out, ct.foot_force_out = self.wp_foot_contact, self.wp_foot_contact_force
+        ct.penalized_out, ct.self_out = self.wp_penalized_contacts, self.wp_self_contacts
+        ct.geom_robot = self.wp_geom_robot
+
+        n, dev = self.num_envs, self.device
+        self._reset_mask = torch.zeros(n, dtype=torch.int32, device=dev)
+        self._qpos_target = torch.zeros(n, m.nq, dtype=torch.float32, device=dev)
+        self._qvel_target = torch.zeros(n, m.nv, dtype=torch.float32, device=dev)
+        r = self._reset = ResetBuffers()
+        r.mask, r.qpos_target, r.qvel_target = (warp_view(t) for t in (self._reset_mask, self._qpos_target,
+                                                                        self._qvel_target))
+        r.qpos_out, r.qvel_out, r.qacc_warmstart_out = d.qpos, d.qvel, d.qacc_warmstart
+        r.act_out, r.time_out = d.act, d.time
+
+        o = self._overflow = OverflowBuffers()
+        o.overflow, o.counted_bits = d.overflow, int(mjw.OverflowType.ALL) & ~QUIET_OVERFLOWS
+        o.step_overflow_out, o.num_overflow_out = self.wp_step_overflow, self.wp_num_overflow
 
     # --------------------------------------------------------------- internals
     def _derived(self) -> None:
@@ -145,107 +171,105 @@ class MJWarpSim:
         mjw.kinematics(self.model, self.data)
         mjw.com_pos(self.model, self.data)
         mjw.com_vel(self.model, self.data)
-        d = self.data
-        launch_body_vel_w(
-            self.wp_body_rootid, d.xpos, d.subtree_com, d.cvel, self.wp_body_lin_vel_w, self.wp_body_ang_vel_w
-        )
-
-    def _guard(self) -> None:
-        c = self.cfg
-        launch_sim_guard(
-            self.data.qpos,
-            self.data.qvel,
-            self.root_height_adr,
-            c.instability_max_qvel,
-            c.instability_min_height,
-            c.instability_max_height,
-            self.wp_unstable,
-            self.wp_num_unstable,
-        )
-
-    def _contacts(self) -> None:
-        if not self.cfg.foot_contact:
-            return
-        d = self.data
-        launch_foot_contact(
-            d.nacon,
-            d.contact.geom,
-            d.contact.worldid,
-            d.contact.dim,
-            d.contact.efc_address,
-            d.efc.force,
-            self.wp_geom_foot,
-            int(self.mj_model.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC),
-            self.wp_foot_contact,
-            self.wp_foot_contact_force,
-        )
+        body_velocities(self._body_vel)
 
     def _post_step(self) -> None:
         self._derived()
-        self._contacts()
-        self._guard()
+        contacts(self._contacts)
+        guard(self._guard)
+        collect_overflow(self._overflow)
 
     def _decimated_step(self) -> None:
         for _ in range(self.decimation):
             mjw.step(self.model, self.data)
         self._post_step()
 
+    def _reset_launches(self) -> None:
+        reset(self._reset)
+        self._derived()
+        guard(self._guard)
+
+    def _forward_launches(self) -> None:
+        mjw.forward(self.model, self.data)
+        self._post_step()
+
+    def _run(self, name: str, launches) -> None:
+        """Run ``launches`` (a function issuing Warp work) on torch's current stream: replay its graph
+        ``name`` (captured on first use) when capturing, else eagerly."""
+        with wp.ScopedDevice(self.wp_device), torch_stream_scope(self.wp_device):
+            if self.use_graph:
+                wp.capture_launch(self._graph(name, launches))
+            else:
+                launches()
+
+    def _graph(self, name: str, launches) -> wp.Graph:
+        graph = self._graphs.get(name)
+        if graph is None:  # capturing records the launches without running them: the state is unchanged
+            # CUDA: a private stream (torch's legacy default stream cannot be captured); CPU: Warp's APIC
+            private = self._capture_stream is not None
+            with (wp.ScopedStream(self._capture_stream, sync_enter=False) if private else contextlib.nullcontext(),
+                  wp.ScopedCapture(self.wp_device) as capture):
+                launches()
+            graph = self._graphs[name] = capture.graph
+        return graph
+
     # ------------------------------------------------------------------ public
     def step(self) -> None:
-        """One control step: ``decimation`` physics steps, then derived quantities and the guard.
-
-        On CUDA (``use_cuda_graph``) the whole decimated step is captured once and replayed (so
-        ``decimation`` is fixed at the first call); on CPU the same launches run eagerly."""
-        with wp.ScopedDevice(self.wp_device):
-            if self.use_graph:
-                if self._graph is None:
-                    with wp.ScopedCapture() as capture:
-                        self._decimated_step()
-                    self._graph = capture.graph
-                wp.capture_launch(self._graph)
-            else:
-                self._decimated_step()
+        """One control step: ``decimation`` physics steps, then derived quantities, contacts, guard and
+        the overflow bits. When capturing, the whole decimated step is one graph (``decimation`` is fixed
+        at the first call)."""
+        self._run("step", self._decimated_step)
 
     def forward(self) -> None:
         """Full ``mj_forward`` (incl. collision and constraint forces) for all worlds, then views."""
-        with wp.ScopedDevice(self.wp_device):
-            mjw.forward(self.model, self.data)
-            self._post_step()
+        self._run("forward", self._forward_launches)
 
     def kinematics(self) -> None:
         """Recompute body poses and velocities (views) from the current qpos/qvel of all worlds."""
+        self._run("kinematics", self._derived)
+
+    def warm_up(self) -> None:
+        """Compile every hot-path kernel: capture the step, reset, forward and kinematics graphs (capture
+        records, it does not run, so the state is unchanged); without capture, run ``forward`` (idempotent)."""
+        if not self.use_graph:
+            self.forward()
+            return
         with wp.ScopedDevice(self.wp_device):
-            self._derived()
+            for name, launches in (("step", self._decimated_step), ("reset", self._reset_launches),
+                                   ("forward", self._forward_launches), ("kinematics", self._derived)):
+                self._graph(name, launches)
+
+    def metrics(self) -> dict[str, torch.Tensor]:
+        """``env/overflow``: worlds whose MJWarp buffers overflowed (contacts, constraint rows, ...), summed
+        over the control steps since the last call (solver iteration caps are not counted); resets it."""
+        out = {"env/overflow": self._num_overflow[0].clone()}
+        self._num_overflow.zero_()
+        return out
 
     def reset_worlds(self, mask: torch.Tensor, qpos_target: torch.Tensor, qvel_target: torch.Tensor) -> None:
         """Set ``qpos``/``qvel`` of the worlds where ``mask [N]`` (bool/int) is set from
         ``qpos_target [N, nq]`` / ``qvel_target [N, nv]`` (rows of other worlds are ignored); zero
-        their warm start / activations / time; recompute the views. Other worlds' state is not
-        written (their derived quantities are recomputed deterministically from unchanged inputs).
-        No host synchronisation."""
-        mask = mask.to(device=self.device, dtype=torch.int32).contiguous()
-        qpos_target = qpos_target.to(device=self.device, dtype=torch.float32).contiguous()
-        qvel_target = qvel_target.to(device=self.device, dtype=torch.float32).contiguous()
-        d = self.data
-        with wp.ScopedDevice(self.wp_device):
-            launch_sim_reset(
-                wp.from_torch(mask, dtype=wp.int32),
-                wp.from_torch(qpos_target),
-                wp.from_torch(qvel_target),
-                d.qpos,
-                d.qvel,
-                d.qacc_warmstart,
-                d.act,
-                d.time,
-            )
-            self._derived()
-            self._guard()
+        their warm start / activations / time; recompute the views and the guard. Other worlds' state
+        is not written (their derived quantities are recomputed deterministically from unchanged
+        inputs). The inputs are copied into preallocated buffers; no host synchronisation."""
+        self._reset_mask.copy_(mask)
+        self._qpos_target.copy_(qpos_target)
+        self._qvel_target.copy_(qvel_target)
+        self._run("reset", self._reset_launches)
 
-    def reset_all_home(self) -> None:
-        """Every world to the home keyframe (zero velocity, ctrl = home ctrl)."""
-        n = self.num_envs
-        mask = torch.ones(n, dtype=torch.int32, device=self.device)
-        qpos = self.home_qpos_t.expand(n, -1)
-        qvel = torch.zeros(n, self.nv, dtype=torch.float32, device=self.device)
-        self.ctrl.copy_(self.home_ctrl_t.expand(n, -1))
-        self.reset_worlds(mask, qpos, qvel)
+    def set_penalized_geoms(self, geom_mask: np.ndarray) -> None:
+        self.wp_geom_penalized.assign(np.asarray(geom_mask, dtype=np.int32).reshape(self.mj_model.ngeom))
+
+    def state_dict(self) -> dict:
+        """``qpos``, ``qvel``, ``ctrl``, ``qacc_warmstart`` (float32 copies)."""
+        return {"qpos": self.qpos.clone(), "qvel": self.qvel.clone(), "ctrl": self.ctrl.clone(),
+                "qacc_warmstart": wp.to_torch(self.data.qacc_warmstart).clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.qpos.copy_(state["qpos"])
+        self.qvel.copy_(state["qvel"])
+        self.ctrl.copy_(state["ctrl"])
+        wp.to_torch(self.data.qacc_warmstart).copy_(state["qacc_warmstart"])
+        with wp.ScopedDevice(self.wp_device), torch_stream_scope(self.wp_device):
+            self._derived()
+            guard(self._guard)

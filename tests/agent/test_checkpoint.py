@@ -1,11 +1,11 @@
 import pytest
 import torch
-from helpers import cpu_fabric, small_agent_cfg
 
 from simppo.agent import checkpoint as ckpt_mod
 from simppo.agent.checkpoint import CheckpointError, load_checkpoint
 from simppo.agent.ppo import PPO
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
+from tests.helpers import cpu_fabric, small_agent_cfg
 
 
 @pytest.fixture()

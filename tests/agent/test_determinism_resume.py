@@ -2,11 +2,11 @@ import subprocess
 import sys
 
 import torch
-from helpers import cpu_fabric, small_agent_cfg
 
 from simppo.agent.checkpoint import load_checkpoint
 from simppo.agent.ppo import PPO
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
+from tests.helpers import cpu_fabric, small_agent_cfg
 
 
 def _train(seed: int, iterations: int) -> dict:

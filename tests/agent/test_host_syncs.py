@@ -1,10 +1,10 @@
 """No host syncs inside a rollout step or a minibatch update (counted by monkeypatching Tensor)."""
 
 import torch
-from helpers import SyncCounter, cpu_fabric, small_agent_cfg
 
 from simppo.agent.ppo import PPO
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
+from tests.helpers import SyncCounter, cpu_fabric, small_agent_cfg
 
 
 def count_agent_syncs(agent, monkeypatch) -> dict:
@@ -15,14 +15,13 @@ def count_agent_syncs(agent, monkeypatch) -> dict:
     data = agent.experience_buffer.flat()
     idx = torch.randperm(agent.num_steps * agent.num_envs)[:64]
     batch = {k: v[idx] for k, v in data.items()}
-    agent._logs = {}
     counter = SyncCounter(monkeypatch)
     with counter:
         agent.rollout_step(0)
     rollout = dict(counter.counts)
     agent.model.train()
     with counter:
-        agent.perform_optimization_step(batch, 0)
+        agent.perform_optimization_step(batch)
     return {"rollout": rollout, "update": {k: counter.counts[k] - rollout[k] for k in rollout}}
 
 

@@ -1,10 +1,10 @@
 """PPO learns the built-in pendulum swing-up on CPU (budget: ~30 iterations, well under 90 s here)."""
 
 import torch
-from helpers import cpu_fabric, small_agent_cfg
 
 from simppo.agent.ppo import PPO
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
+from tests.helpers import cpu_fabric, small_agent_cfg
 
 # Episodes are 100 steps; a random policy scores about -600, a swing-up-and-hold policy about -150.
 RETURN_THRESHOLD = -300.0

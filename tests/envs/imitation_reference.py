@@ -100,8 +100,10 @@ def ref_state(env) -> dict[str, torch.Tensor]:
 
 # ------------------------------------------------------------------ observations
 def tracking_obs(rs: dict, ref: dict, actions: torch.Tensor, default_joint_pos: torch.Tensor, tracked: list[int],
-                 root_id: int, anchor_id: int, qpos_start: int, dof_start: int, privileged: bool) -> torch.Tensor:
-    """Full observation rows ``[N, D]`` (actor part, then the privileged critic part)."""
+                 root_id: int, anchor_id: int, qpos_start: int, dof_start: int, privileged: bool
+                 ) -> dict[str, torch.Tensor]:
+    """Every observation term ``[N, width]`` by its column name (``spec.obs_terms``: future-frame terms
+    are ``future{k}_<name>`` for slot ``k`` of ``future_steps``; the caller names slots via ``future_steps``)."""
     actions, default_joint_pos = f64(actions), f64(default_joint_pos)
     nj = actions.shape[1]
     n = actions.shape[0]
@@ -111,46 +113,61 @@ def tracking_obs(rs: dict, ref: dict, actions: torch.Tensor, default_joint_pos: 
     hb = h[:, None, :]
     nt = len(tracked)
     a = anchor_id
-    parts = [
-        _grav(root_quat),
-        q_rotate_inv(root_quat, rs["lin_vel"][:, root_id]),
-        q_rotate_inv(root_quat, rs["ang_vel"][:, root_id]),
-        rs["qpos"][:, qpos_start:qpos_start + nj] - default_joint_pos,
-        rs["qvel"][:, dof_start:dof_start + nj],
-        actions,
-        q_rotate_inv(hb.expand(n, nt, 4), xpos[:, tracked] - root_pos[:, None]).reshape(n, -1),
-        rot6d(q_mul(q_conj(hb).expand(n, nt, 4), xquat[:, tracked])).reshape(n, -1),
-    ]
+    parts = {
+        "gravity_b": _grav(root_quat),
+        "root_lin_vel_b": q_rotate_inv(root_quat, rs["lin_vel"][:, root_id]),
+        "root_ang_vel_b": q_rotate_inv(root_quat, rs["ang_vel"][:, root_id]),
+        "joint_pos_rel": rs["qpos"][:, qpos_start:qpos_start + nj] - default_joint_pos,
+        "joint_vel": rs["qvel"][:, dof_start:dof_start + nj],
+        "last_action": actions,
+        "body_pos": q_rotate_inv(hb.expand(n, nt, 4), xpos[:, tracked] - root_pos[:, None]).reshape(n, -1),
+        "body_rot6d": rot6d(q_mul(q_conj(hb).expand(n, nt, 4), xquat[:, tracked])).reshape(n, -1),
+    }
     anchor_pos, anchor_quat = xpos[:, a], xquat[:, a]
     rb = [t - 1 for t in tracked]
     num_slots = ref["body_pos_w"].shape[1]
     for f in range(1, num_slots):
         bp, bq = ref["body_pos_w"][:, f], ref["body_quat_w"][:, f]
-        parts += [
-            q_rotate_inv(h, bp[:, a - 1] - anchor_pos),
-            rot6d(q_mul(q_conj(anchor_quat), bq[:, a - 1])),
-            q_rotate_inv(hb.expand(n, nt, 4), bp[:, rb] - anchor_pos[:, None]).reshape(n, -1),
-            rot6d(q_mul(q_conj(hb).expand(n, nt, 4), bq[:, rb])).reshape(n, -1),
-        ]
+        parts[f"slot{f}_anchor_pos"] = q_rotate_inv(h, bp[:, a - 1] - anchor_pos)
+        parts[f"slot{f}_anchor_rot6d"] = rot6d(q_mul(q_conj(anchor_quat), bq[:, a - 1]))
+        parts[f"slot{f}_body_pos"] = q_rotate_inv(hb.expand(n, nt, 4), bp[:, rb] - anchor_pos[:, None]).reshape(n, -1)
+        parts[f"slot{f}_body_rot6d"] = rot6d(q_mul(q_conj(hb).expand(n, nt, 4), bq[:, rb])).reshape(n, -1)
     if privileged:
-        parts += [
-            q_rotate_inv(h, ref["body_lin_vel_w"][:, 0, a - 1]),
-            q_rotate_inv(h, ref["body_ang_vel_w"][:, 0, a - 1]),
-            ref["dof_vel"][:, 0],
-            q_rotate_inv(hb.expand(n, nt, 4), rs["lin_vel"][:, tracked]).reshape(n, -1),
-            q_rotate_inv(hb.expand(n, nt, 4), rs["ang_vel"][:, tracked]).reshape(n, -1),
-        ]
-    return torch.cat(parts, dim=1)
+        parts.update({
+            "ref_anchor_lin_vel": q_rotate_inv(h, ref["body_lin_vel_w"][:, 0, a - 1]),
+            "ref_anchor_ang_vel": q_rotate_inv(h, ref["body_ang_vel_w"][:, 0, a - 1]),
+            "ref_joint_vel": ref["dof_vel"][:, 0],
+            "body_lin_vel": q_rotate_inv(hb.expand(n, nt, 4), rs["lin_vel"][:, tracked]).reshape(n, -1),
+            "body_ang_vel": q_rotate_inv(hb.expand(n, nt, 4), rs["ang_vel"][:, tracked]).reshape(n, -1),
+        })
+    return parts
+
+
+def assemble_obs(parts: dict[str, torch.Tensor], future_steps: list[int], privileged: bool) -> torch.Tensor:
+    """Full rows ``[N, D]`` in the layout the env's spec declares (future frame ``k`` = slot ``i + 1``)."""
+    from simppo.envs.imitation.spec import obs_terms
+
+    slot_of = {f"future{k}_": f"slot{i + 1}_" for i, k in enumerate(future_steps)}
+    cols = []
+    for name, _ in obs_terms(future_steps, privileged):
+        for prefix, slot in slot_of.items():
+            if name.startswith(prefix):
+                name = slot + name[len(prefix):]
+                break
+        cols.append(parts[name])
+    return torch.cat(cols, dim=1)
 
 
 # ------------------------------------------------------------------ rewards
 def tracking_rewards(rs: dict, ref: dict, actions: torch.Tensor, prev_actions: torch.Tensor,
-                     undesired: torch.Tensor, tracked: list[int], anchor_id: int, qpos_start: int,
-                     soft_lo: torch.Tensor, soft_hi: torch.Tensor, sigmas: torch.Tensor,
-                     weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(unweighted terms ``[N, 9]`` in ``REWARD_TERMS`` order, weighted total ``[N]``), BeyondMimic style."""
+                     undesired: torch.Tensor, self_contacts: torch.Tensor, tracked: list[int], anchor_id: int,
+                     qpos_start: int,
+                     soft_lo: torch.Tensor, soft_hi: torch.Tensor, sigmas: dict[str, float],
+                     weights: dict[str, float]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """(unweighted terms ``[N]`` by reward-term name, weighted total ``[N]``), BeyondMimic style.
+    ``sigmas`` has the tracking terms' σ, ``weights`` every term's weight, by name."""
     actions, prev_actions, undesired = f64(actions), f64(prev_actions), f64(undesired)
-    soft_lo, soft_hi, sigmas, weights = f64(soft_lo), f64(soft_hi), f64(sigmas), f64(weights)
+    soft_lo, soft_hi = f64(soft_lo), f64(soft_hi)
     n, nj = actions.shape
     a = anchor_id
     xpos, xquat = rs["xpos"], rs["xquat"]
@@ -165,20 +182,46 @@ def tracking_rewards(rs: dict, ref: dict, actions: torch.Tensor, prev_actions: t
     tgt_pos = base[:, None] + q_rotate(d_exp, ref["body_pos_w"][:, 0, rb] - ref_a_pos[:, None])
     tgt_quat = q_mul(d_exp, ref["body_quat_w"][:, 0, rb])
 
-    errors = torch.stack([
-        ((ref_a_pos - rob_a_pos) ** 2).sum(-1),
-        q_error_angle(ref_a_quat, rob_a_quat) ** 2,
-        ((tgt_pos - xpos[:, tracked]) ** 2).sum(-1).mean(-1),
-        (q_error_angle(tgt_quat, xquat[:, tracked]) ** 2).mean(-1),
-        ((ref["body_lin_vel_w"][:, 0, rb] - rs["lin_vel"][:, tracked]) ** 2).sum(-1).mean(-1),
-        ((ref["body_ang_vel_w"][:, 0, rb] - rs["ang_vel"][:, tracked]) ** 2).sum(-1).mean(-1),
-    ], dim=1)
-    tracking = torch.exp(-errors / sigmas ** 2)
+    errors = {
+        "anchor_pos": ((ref_a_pos - rob_a_pos) ** 2).sum(-1),
+        "anchor_ori": q_error_angle(ref_a_quat, rob_a_quat) ** 2,
+        "body_pos": ((tgt_pos - xpos[:, tracked]) ** 2).sum(-1).mean(-1),
+        "body_ori": (q_error_angle(tgt_quat, xquat[:, tracked]) ** 2).mean(-1),
+        "body_lin_vel": ((ref["body_lin_vel_w"][:, 0, rb] - rs["lin_vel"][:, tracked]) ** 2).sum(-1).mean(-1),
+        "body_ang_vel": ((ref["body_ang_vel_w"][:, 0, rb] - rs["ang_vel"][:, tracked]) ** 2).sum(-1).mean(-1),
+    }
+    terms = {k: torch.exp(-e / sigmas[k] ** 2) for k, e in errors.items()}
     q = rs["qpos"][:, qpos_start:qpos_start + nj]
-    action_rate = ((actions - prev_actions) ** 2).sum(-1)
-    limit = ((q - soft_hi).clamp(min=0) + (soft_lo - q).clamp(min=0)).sum(-1)
-    terms = torch.cat([tracking, torch.stack([action_rate, limit, undesired], dim=1)], dim=1)
-    return terms, (terms * weights).sum(-1)
+    terms["action_rate"] = ((actions - prev_actions) ** 2).sum(-1)
+    terms["joint_limit"] = ((q - soft_hi).clamp(min=0) + (soft_lo - q).clamp(min=0)).sum(-1)
+    terms["undesired_contacts"] = undesired
+    terms["self_collisions"] = f64(self_contacts)
+    return terms, sum(weights[k] * t for k, t in terms.items())
+
+
+def tracking_errors(rs: dict, ref: dict, tracked: list[int], anchor_id: int,
+                    qpos_start: int) -> dict[str, torch.Tensor]:
+    """Logged errors ``[N]`` by ``spec.ERROR_NAMES``: anchor distance and angle, mean tracked-body distance
+    and angle (bodies aligned to the robot's anchor and heading), mean |joint position error|."""
+    a = anchor_id
+    xpos, xquat = rs["xpos"], rs["xquat"]
+    ref_a_pos, ref_a_quat = ref["body_pos_w"][:, 0, a - 1], ref["body_quat_w"][:, 0, a - 1]
+    rob_a_pos, rob_a_quat = xpos[:, a], xquat[:, a]
+    delta = q_heading(q_mul(rob_a_quat, q_conj(ref_a_quat)))
+    n, nt = xpos.shape[0], len(tracked)
+    rb = [t - 1 for t in tracked]
+    d_exp = delta[:, None].expand(n, nt, 4)
+    base = torch.stack([rob_a_pos[:, 0], rob_a_pos[:, 1], ref_a_pos[:, 2]], dim=-1)
+    tgt_pos = base[:, None] + q_rotate(d_exp, ref["body_pos_w"][:, 0, rb] - ref_a_pos[:, None])
+    tgt_quat = q_mul(d_exp, ref["body_quat_w"][:, 0, rb])
+    nj = ref["dof_pos"].shape[2]
+    return {
+        "anchor_pos": (ref_a_pos - rob_a_pos).norm(dim=-1),
+        "anchor_ori": q_error_angle(ref_a_quat, rob_a_quat),
+        "body_pos": (tgt_pos - xpos[:, tracked]).norm(dim=-1).mean(-1),
+        "body_ori": q_error_angle(tgt_quat, xquat[:, tracked]).mean(-1),
+        "joint_pos": (rs["qpos"][:, qpos_start:qpos_start + nj] - ref["dof_pos"][:, 0]).abs().mean(-1),
+    }
 
 
 # ------------------------------------------------------------------ terminations
@@ -208,6 +251,20 @@ def terminations(errs: dict, unstable: torch.Tensor, motion_ids: torch.Tensor, t
     clip_end = times.cpu() >= motion_lengths.cpu()[motion_ids.cpu().long()]
     timeout = episode_length.cpu() >= max_episode_steps
     return failed, ~failed & (clip_end | timeout)
+
+
+def end_causes(errs: dict, unstable: torch.Tensor, truncated_clip_end: torch.Tensor, timeout: torch.Tensor,
+               cfg) -> list[str | None]:
+    """Per env, the first condition that ended it: terminations in spec order, then truncations."""
+    conditions = [
+        ("anchor_height", errs["anchor_height"] > cfg.anchor_height),
+        ("anchor_ori", errs["anchor_ori"] > cfg.anchor_ori),
+        ("ee_height", (errs["ee_height"] > cfg.ee_height).any(-1)),
+        ("unstable", unstable.cpu() != 0),
+        ("clip_end", truncated_clip_end),
+        ("timeout", timeout),
+    ]
+    return [next((name for name, fired in conditions if fired[i]), None) for i in range(unstable.shape[0])]
 
 
 # ------------------------------------------------------------------ resets and actions

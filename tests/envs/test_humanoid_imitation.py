@@ -6,18 +6,18 @@ from dataclasses import replace
 
 import pytest
 import torch
-from helpers import SyncCounter
 from lightning_fabric import Fabric
 
 from simppo.agent.ppo import PPO
-from simppo.envs.humanoid_imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
-from simppo.kernels.imitation_rewards import REWARD_TERMS
+from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
+from simppo.envs.imitation.spec import TRACKING_NAMES
+from tests.helpers import SyncCounter
 
 
 @pytest.fixture(scope="module")
-def env():
+def env(sim_cfg):
     torch.manual_seed(0)
-    return HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=8, device="cpu")
+    return HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=8, device="cpu", sim_cfg=sim_cfg)
 
 
 def test_reset_puts_simulator_bodies_on_the_reference(env):
@@ -48,13 +48,13 @@ def test_observation_layout_slices_cover_the_buffer(env):
     assert (obs["obs"][:, 2] < -0.8).all()
 
 
-def test_kinematic_replay_of_every_shipped_clip_scores_near_maximum():
+def test_kinematic_replay_of_every_shipped_clip_scores_near_maximum(sim_cfg):
     cfg = replace(HumanoidImitationEnvCfg(), kinematic_replay=True, init_start_prob=1.0)
-    env = HumanoidImitationEnv(cfg, num_envs=6, device="cpu")
+    env = HumanoidImitationEnv(cfg, num_envs=6, device="cpu", sim_cfg=sim_cfg)
     m = env.motion_lib.num_motions
     ids = torch.arange(env.num_envs, dtype=torch.int32) % m
     env.reset_to(ids, torch.zeros(env.num_envs))
-    max_reward = sum(w for w in (getattr(cfg.rewards, t) for t in REWARD_TERMS[:6]))
+    max_reward = sum(w for w in (getattr(cfg.rewards, t) for t in TRACKING_NAMES))
     steps = int(torch.ceil(env.motion_lengths.max() / env.dt).item())
     active = torch.ones(env.num_envs, dtype=torch.bool)
     worst = torch.full((env.num_envs,), float("inf"))
@@ -70,8 +70,8 @@ def test_kinematic_replay_of_every_shipped_clip_scores_near_maximum():
     assert (worst >= 0.99 * max_reward).all(), dict(zip(env.motion_lib.motion_names, worst.tolist(), strict=False))
 
 
-def test_zero_actions_on_a_dynamic_clip_terminate_within_seconds():
-    env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=2, device="cpu")
+def test_zero_actions_on_a_dynamic_clip_terminate_within_seconds(sim_cfg):
+    env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=2, device="cpu", sim_cfg=sim_cfg)
     walk = env.motion_lib.motion_id("walk")
     env.reset_to(torch.full((2,), walk, dtype=torch.int32), torch.zeros(2))
     zero = torch.zeros(2, env.num_actions)
@@ -85,12 +85,12 @@ def test_zero_actions_on_a_dynamic_clip_terminate_within_seconds():
     assert ended.all()
 
 
-def test_env_step_and_ppo_update_make_no_host_sync(monkeypatch):
-    from helpers import small_agent_cfg
-    from test_host_syncs import count_agent_syncs
+def test_env_step_and_ppo_update_make_no_host_sync(monkeypatch, sim_cfg):
+    from tests.agent.test_host_syncs import count_agent_syncs
+    from tests.helpers import small_agent_cfg
 
     torch.manual_seed(0)
-    env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=4, device="cpu")
+    env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=4, device="cpu", sim_cfg=sim_cfg)
     agent = PPO(Fabric(accelerator="cpu", devices=1), env, small_agent_cfg(num_steps=4, lambda_l2c2=0.1))
     agent.setup()
     counts = count_agent_syncs(agent, monkeypatch)

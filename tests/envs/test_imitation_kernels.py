@@ -3,24 +3,18 @@ termination flags equal a plain-torch float64 reference (``imitation_reference.p
 (atol 1e-5); plus the reference-state reset, the actions kernel, the undesired-contacts count (against
 MuJoCo C contacts) and the adaptive sampler."""
 
-import sys
-from pathlib import Path
-
 import mujoco
 import numpy as np
 import pytest
 import torch
 import warp as wp
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import imitation_reference as R  # noqa: E402
-
-from simppo.envs import humanoid_imitation as hi_mod  # noqa: E402
-from simppo.envs.humanoid_imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg  # noqa: E402
-from simppo.envs.imitation_sampling import AdaptiveSampler, AdaptiveSamplingCfg  # noqa: E402
-from simppo.kernels.imitation_actions import launch_apply_actions  # noqa: E402
-from simppo.kernels.imitation_rewards import REWARD_TERMS  # noqa: E402
+from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
+from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
+from simppo.envs.imitation.spec import CAUSE_CODE, ERROR_NAMES, TRACKING_NAMES
+from simppo.envs.imitation.spec import REWARD_NAMES as REWARD_TERMS
+from simppo.kernels.imitation.actions import apply_actions
+from tests.envs import imitation_reference as R
 
 ATOL = 1e-5  # absolute; relative (float32 sums such as action_rate ~ 50) where |value| > 1
 N = 12
@@ -30,10 +24,16 @@ WILD = (10, 11)  # fully random robot states
 
 
 @pytest.fixture(scope="module")
-def env():
-    e = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=N, device="cpu", seed=0)
+def env(sim_cfg):
+    e = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=N, device="cpu", seed=0, sim_cfg=sim_cfg)
     e.reset()
     return e
+
+
+def _const(env, name: str) -> torch.Tensor:
+    """A constant of the env's kernel params as a torch tensor (``soft_lo`` → ``soft_joint_lo``)."""
+    name = {"soft_lo": "soft_joint_lo", "soft_hi": "soft_joint_hi"}.get(name, name)
+    return wp.to_torch(getattr(env.params, name))
 
 
 def _ids(env):
@@ -97,6 +97,7 @@ def randomize(env, seed: int) -> None:
     env.actions.copy_(torch.randn(n, nj, generator=g))
     env.prev_actions.copy_(torch.randn(n, nj, generator=g))
     env.undesired_contacts.copy_(torch.randint(0, 5, (n,), generator=g).float())
+    env.sim.self_contacts.copy_(torch.randint(0, 3, (n,), generator=g).float())
 
 
 def _assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
@@ -115,9 +116,11 @@ def test_observations_match_reference(env, seed):
     randomize(env, seed)
     env._compute_observations()
     tracked, _ = _ids(env)
-    want = R.tracking_obs(R.robot_state(env), R.ref_state(env), env.actions, env._const["default_joint_pos"], tracked,
-                          env.root_id, env.anchor_id, env.joint_qpos_start, env.joint_dof_start,
-                          env.cfg.privileged_critic)
+    parts = R.tracking_obs(R.robot_state(env), R.ref_state(env), env.actions, _const(env, "default_joint_pos"),
+                           tracked, env.root_id, env.anchor_id, env.joint_qpos_start, env.joint_dof_start,
+                           env.cfg.privileged_critic)
+    want = R.assemble_obs(parts, env.cfg.future_steps, env.cfg.privileged_critic)
+    want[env.sim.unstable.cpu() != 0] = 0.0  # an unstable world's row is zero (its state may be NaN; issue 13)
     assert want.shape == env.obs_full.shape == (N, env.full_dim)
     slices = env.obs_slices
     for name, sl in slices.items():
@@ -142,21 +145,32 @@ def test_obs_slices_cover_the_row(env):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
     randomize(env, seed)
-    # keep the random contact counts (the contacts kernel is checked separately below)
-    monkeypatch.setattr(hi_mod, "launch_undesired_contacts", lambda *args: None)
+    # the random contact counts stay: the sim counts contacts when it steps (checked separately below)
     sums_before = env.episode_sums.clone()
     env._compute_rewards_and_dones()
     tracked, ee = _ids(env)
-    rs, ref, c = R.robot_state(env), R.ref_state(env), env._const
-    terms, total = R.tracking_rewards(rs, ref, env.actions, env.prev_actions, env.undesired_contacts, tracked,
-                                      env.anchor_id, env.joint_qpos_start, c["soft_lo"], c["soft_hi"], c["sigmas"],
-                                      c["weights"])
+    rs, ref = R.robot_state(env), R.ref_state(env)
+    sigmas = {k: float(getattr(env.cfg.sigmas, k)) for k in TRACKING_NAMES}
+    weights = {k: float(getattr(env.cfg.rewards, k)) for k in REWARD_TERMS}
+    by_name, total = R.tracking_rewards(rs, ref, env.actions, env.prev_actions, env.undesired_contacts,
+                                        env.sim.self_contacts, tracked, env.anchor_id, env.joint_qpos_start,
+                                        _const(env, "soft_lo"),
+                                        _const(env, "soft_hi"), sigmas, weights)
+    terms = torch.stack([by_name[k] for k in REWARD_TERMS], dim=1)  # spec order
+    unstable = env.sim.unstable.cpu() != 0  # zero terms and reward, sums unchanged (NaN-safe; issue 13)
+    terms[unstable], total[unstable] = 0.0, 0.0
     assert env.reward_terms.shape == (N, len(REWARD_TERMS))
     for i, name in enumerate(REWARD_TERMS):
         _assert_close(env.reward_terms[:, i], terms[:, i], f"reward term {name}")
     _assert_close(env.reward, total, "reward total")
-    weighted = torch.cat([terms * R.f64(c["weights"]), total[:, None]], dim=1)
+    weighted = torch.cat([terms * R.f64(_const(env, "weights")), total[:, None]], dim=1)
     _assert_close(env.episode_sums - sums_before, weighted, "episode_sums increment")
+    # the logged tracking errors (m / rad); the unstable world's are zero (its state may be non-finite)
+    errors = R.tracking_errors(rs, ref, tracked, env.anchor_id, env.joint_qpos_start)
+    for i, name in enumerate(ERROR_NAMES):
+        want = errors[name].clone()
+        want[UNSTABLE] = 0.0
+        _assert_close(env.errors[:, i], want, f"error {name}")
     # the random states exercise every term (not all saturated at 0 / 1)
     for i in range(len(REWARD_TERMS)):
         assert terms[:, i].std() > 1e-3, REWARD_TERMS[i]
@@ -171,6 +185,13 @@ def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
                                            env.episode_length, tcfg, env.max_episode_steps)
     assert torch.equal(env.terminated.cpu(), terminated), (env.terminated, terminated)
     assert torch.equal(env.truncated.cpu(), truncated), (env.truncated, truncated)
+
+    # the end cause is the first condition that fired
+    clip_end = env.times.cpu() >= env.motion_lengths.cpu()[env.motion_ids.cpu().long()]
+    timeout = env.episode_length.cpu() >= env.max_episode_steps
+    causes = R.end_causes(errs, env.sim.unstable, clip_end, timeout, tcfg)
+    want_codes = [0 if c is None else CAUSE_CODE[c] for c in causes]
+    assert env.term_cause.cpu().tolist() == want_codes, (env.term_cause, causes)
 
     # each role triggers what it was built for, and only that
     only = {
@@ -217,15 +238,15 @@ def test_reference_state_reset_partial_mask(env):
 
 def test_apply_actions(env):
     g = torch.Generator().manual_seed(5)
-    w, c, clip = env._w, env._const, env.cfg.action_clip
+    clip = env.cfg.action_clip
     first = 8.0 * torch.randn(N, env.num_actions, generator=g)  # plenty beyond +-clip
     second = 8.0 * torch.randn(N, env.num_actions, generator=g)
     assert (first.abs() > clip).any() and (first.abs() < clip).any()
     for raw, prev_clipped in ((first, None), (second, first.clamp(-clip, clip))):
         old_actions = env.actions.clone()
-        launch_apply_actions(wp.from_torch(raw.contiguous()), w["default_joint_pos"], w["action_scale"], clip,
-                             w["ctrl"], w["actions"], w["prev_actions"])
-        ctrl, clipped = R.apply_actions(raw, c["default_joint_pos"], c["action_scale"], clip)
+        env.policy_actions.copy_(raw)
+        apply_actions(env.params, env.buf, env.sim.state)
+        ctrl, clipped = R.apply_actions(raw, _const(env, "default_joint_pos"), _const(env, "action_scale"), clip)
         _assert_close(env.sim.ctrl, ctrl, "ctrl")
         assert torch.equal(env.actions, clipped.float())
         assert torch.equal(env.prev_actions, old_actions)
@@ -253,7 +274,7 @@ def test_undesired_contacts_match_mujoco(env):
     m = env.sim.mj_model
     d = mujoco.MjData(m)
     robot_geoms = np.nonzero((m.geom_bodyid > 0) & ((m.geom_contype != 0) | (m.geom_conaffinity != 0)))[0]
-    penalized = env._const["geom_penalized"].cpu().numpy()
+    penalized = env._penalized_geoms()
     home = env.sim.home_qpos.copy()
     poses = [  # (root rotation axis, angle, sink depth below the lowest geom or None = in the air)
         ([0, 1, 0], np.pi / 2, 0.03), ([0, 1, 0], -np.pi / 2, 0.03), ([1, 0, 0], np.pi / 2, 0.025),
@@ -302,7 +323,8 @@ def test_undesired_contacts_match_mujoco(env):
 
 # ------------------------------------------------------------------ adaptive sampler
 def _sampler(**kw) -> AdaptiveSampler:
-    cfg = AdaptiveSamplingCfg(bin_size_s=1.0, ema_alpha=0.25, uniform_ratio=0.2, smoothing_decay=0.5)
+    cfg = AdaptiveSamplingCfg(bin_size_s=1.0, ema_alpha=0.25, uniform_ratio=0.2, smoothing_kernel_size=2,
+                              smoothing_lambda=0.5)
     init = kw.pop("init_start_prob", 0.0)
     for k, v in kw.items():
         setattr(cfg, k, v)
@@ -330,17 +352,33 @@ def test_sampler_bins_and_ema():
     ema[4] += 0.25
     ema[3] += 0.25
     torch.testing.assert_close(s.failure_ema, ema)
-    # smoothing: a bin also gets decay * failures of the next bin of the same motion (not across motions)
-    f = ema.clone()
-    f[0] += 0.5 * ema[1]  # bins 0 <- 1 (motion 0); bin 2 <- 3 is across motions: nothing
-    f /= f.sum()
-    torch.testing.assert_close(s.probabilities(), 0.8 * f + 0.2 * uni)
+    # smoothing (kernel 2, lambda 0.5 -> weights 2/3, 1/3): a bin gets 1/3 of the next bin's failures of the
+    # same motion; a motion's last bin repeats itself (bins 2, 3 and 6), never the next motion's first bin
+    # ema = [0, .375, 0, .25, .25, 0, 0]
+    smoothed = torch.tensor([0.375 / 3, 0.375 * 2 / 3, 0.0, 0.25, 0.25 * 2 / 3, 0.0, 0.0])
+    want = smoothed + 0.2 * uni  # absolute uniform floor
+    torch.testing.assert_close(s.probabilities(), want / want.sum())
     assert abs(float(s.probabilities().sum()) - 1.0) < 1e-6
+    m = s.metrics()
+    p = want / want.sum()
+    torch.testing.assert_close(m["sampler/top_bin_prob"], p.max())
+    torch.testing.assert_close(m["sampler/entropy"], -(p * p.log()).sum() / np.log(7))
     # disabled: no EMA, uniform
     d = _sampler(enabled=False)
     d.update(ids, times, torch.ones(9, dtype=torch.bool))
     assert float(d.failure_ema.abs().sum()) == 0.0
     torch.testing.assert_close(d.probabilities(), uni)
+
+
+def test_sampler_follows_how_rare_failures_are():
+    """Rare failures barely move the distribution off uniform; frequent ones dominate it."""
+    s = _sampler(smoothing_kernel_size=1)
+    uni = s.uniform_probs
+    s.failure_ema[5] = 1e-4
+    assert (s.probabilities() - uni).abs().max() < 1e-3
+    s.failure_ema[5] = 10.0
+    assert float(s.probabilities()[5]) > 0.95
+    assert float(s.metrics()["sampler/entropy"]) < 0.2
 
 
 def test_sampler_sample_mask_and_init_start():
@@ -356,17 +394,24 @@ def test_sampler_sample_mask_and_init_start():
     mi = ids[mask].long()
     assert ((mi >= 0) & (mi < 3)).all()
     t = times[mask]
-    assert (t >= 0).all() and (t <= lengths[mi]).all()
+    assert (t >= 0).all() and (t < lengths[mi]).all()  # strictly inside the clip: no one-step episodes
     # frequencies follow the uniform bin distribution: motion 1 (weight 2, one bin) gets half
     frac = torch.bincount(mi, minlength=3).float() / mi.numel()
     torch.testing.assert_close(frac, torch.tensor([0.25, 0.5, 0.25]), atol=0.04, rtol=0)
-    # failures concentrated in one bin: most samples land there (0.8 * 1 + 0.2 * uniform)
-    s.failure_ema[5] = 1.0  # motion 2, bin [1, 2) s; smoothing credits bin 4 with 0.5
+    # failures concentrated in one bin: most samples land there (and 1/3 of them credit the bin before)
+    s.failure_ema[5] = 1.0  # motion 2, bin [1, 2) s
     s.sample(torch.ones(n, dtype=torch.bool), ids, times)
     b = s.bins_of(ids, times)
     p = s.probabilities()
     for k in (4, 5):
         assert abs(float((b == k).float().mean()) - float(p[k])) < 0.04
+    # the last, partial bin of motion 0 ([2, 2.5) s) draws inside [2, 2.5)
+    s.failure_ema.zero_()
+    s.failure_ema[2] = 100.0
+    s.sample(torch.ones(n, dtype=torch.bool), ids, times)
+    in_bin2 = s.bins_of(ids, times) == 2
+    assert abs(float(in_bin2.float().mean()) - 0.75) < 0.04  # 1/4 is credited to bin 1 by the smoothing
+    assert (times[in_bin2] >= 2.0).all() and (times[in_bin2] < 2.5).all()
     # init_start_prob = 1: every masked env starts at t = 0
     s1 = _sampler(init_start_prob=1.0)
     times.fill_(-1.0)

@@ -1,12 +1,19 @@
-"""Acceptance: 256 envs on CPU, 15 minutes of PPO on the easiest shipped clip, then a deterministic
-play from t = 0 survives >= 3x longer than the untrained policy with a lower body-position error.
+"""Learning checks on this CPU with the shipped defaults (no test-only overrides): 256 envs on the default
+backend (``sim=auto`` → MuJoCo C threads), a fixed wall-clock budget, then every clip played from t = 0.
 
-Run by hand: ``pytest -m slow tests/envs/test_imitation_learning_slow.py -s`` (~17 minutes).
+Run by hand, one at a time (each ~16-18 minutes on 2 cores)::
+
+    pytest -m slow tests/envs/test_imitation_learning_slow.py -s -k walk_alone
+    pytest -m slow tests/envs/test_imitation_learning_slow.py -s -k walk_squat_turn
+    pytest -m slow tests/envs/test_imitation_learning_slow.py -s -k stand_sway
+
+``SIMPPO_SLOW_TRAIN_SECONDS`` changes the budget (default 900 s). Every iteration prints the wall time,
+samples, training body-position error and, every ``eval_every`` epochs, the periodic evaluation: the
+learning curve (error vs. wall time).
 """
 
 import os
 import time
-from dataclasses import replace
 
 import pytest
 import torch
@@ -15,50 +22,100 @@ from lightning_fabric import Fabric
 from omegaconf import OmegaConf
 
 from simppo.agent.ppo import PPO
+from simppo.agent.runner import Runner
 from simppo.config import register_configs
-from simppo.envs.humanoid_imitation import HumanoidImitationEnv
+from simppo.envs import make_env
+from simppo.eval.loading import build_eval_env
+from simppo.eval.metrics import clip_steps, evaluate_motions
+from simppo.eval.periodic import PeriodicEvaluator
 from simppo.eval.tracking import play_from_start
 from simppo.motion.pack import pack_motions
 from simppo.paths import CONFIG_DIR, MOTIONS_DIR
 
 TRAIN_SECONDS = float(os.environ.get("SIMPPO_SLOW_TRAIN_SECONDS", 15 * 60))
-EVAL_SECONDS = 12.0
-# The CPU budget allows ~300k samples (MJWarp runs on one core): 8-step rollouts give 3x more PPO
-# iterations from the same samples than the GPU-scale 24 (learning rates come from configs/agent/ppo.yaml).
-# Measured with these settings: 148 iterations, 303k samples; untrained survives 1.2 s (error 0.117 m),
-# trained survives the whole 12 s play (error 0.024 m).
-AGENT_OVERRIDES = ["agent.num_steps=8", "agent.num_minibatches=4"]
+COPIES = 4  # deterministic plays per clip
+
+
+def train_and_play(tmp_path, clips: list[str]) -> dict[str, dict]:
+    pack_motions([str(MOTIONS_DIR / f"{c}.csv") for c in clips], str(tmp_path / "pack"), robot="g1")
+    register_configs()
+    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
+        node = compose("train", overrides=["num_envs=256", "device=cpu", "logger=none", "experiment_name=slow",
+                                           f"motion.files=[{tmp_path / 'pack'}]"])
+    cfg = OmegaConf.to_object(node)
+    torch.manual_seed(cfg.seed)
+    env = make_env(cfg.env, cfg.num_envs, device="cpu", seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+                   motion_cfg=cfg.motion)
+    agent = PPO(Fabric(accelerator="cpu", devices=1), env, cfg.agent)
+    agent.setup()
+    t0 = time.perf_counter()
+
+    def report_and_stop(runner: Runner):
+        wall = time.perf_counter() - t0
+        if wall > TRAIN_SECONDS:
+            runner.request_stop()
+
+    evaluator = PeriodicEvaluator(cfg, "cpu")
+    runner = Runner(agent, tmp_path / "run", max_epochs=10 ** 6, evaluator=evaluator, eval_every=cfg.eval_every,
+                    epoch_hooks=[(1, report_and_stop)])
+    train_iteration = runner.train_iteration
+
+    def logged_iteration():
+        m = train_iteration()
+        print(f"it {agent.epoch:4d} wall {time.perf_counter() - t0:6.0f}s samples {agent.step_count:8d} "
+              f"reward {m.get('episode/reward', float('nan')):7.2f} len {m.get('episode/length', float('nan')):6.1f} "
+              f"train body_err {m.get('error/body_pos', float('nan')):.3f} m "
+              f"steps/s {m['perf/steps_per_s']:.0f}", flush=True)
+        return m
+
+    runner.train_iteration = logged_iteration
+    original_eval = evaluator.__call__
+
+    def logged_eval(model):
+        out = original_eval(model)
+        print(f"   eval wall {time.perf_counter() - t0:6.0f}s survival {out['eval/survival_fraction']:.3f} "
+              f"body_err {out['eval/body_error_m']:.3f} m", flush=True)
+        return out
+
+    runner.evaluator = logged_eval
+    runner.train()
+    samples = agent.step_count
+    # the acceptance metric: deterministic play from t = 0 on the training env's terminations, body-position
+    # error = mean tracked-body distance, anchor-aligned as in the reward (env.errors); plus global MPJPE
+    play_env = make_env(cfg.env, COPIES, device="cpu", seed=1, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+                        motion_cfg=cfg.motion)
+    mpjpe = {r.name: r.mpjpe_global_mm for r in evaluate_motions(
+        build_eval_env(cfg, len(clips), "cpu"), agent.model.act_inference, cfg.env.terminations)}
+    out = {}
+    for i, name in enumerate(clips):
+        length = float(play_env.motion_lib.motion_lengths[i])
+        r = play_from_start(agent.model, play_env, i, clip_steps(length, play_env.dt))
+        out[name] = {"survived_all_frac": r["survived_all"], "survival_s": r["survival_s"], "length_s": length,
+                     "body_error_m": r["body_pos_error"], "mpjpe_global_mm": mpjpe[name]}
+    print(f"trained {agent.epoch} iterations, {samples} samples in {time.perf_counter() - t0:.0f} s: {out}",
+          flush=True)
+    return out
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_ppo_learns_to_track_stand_sway_on_cpu(tmp_path):
-    pack_motions([str(MOTIONS_DIR / "stand_sway.csv")], str(tmp_path / "pack"), robot="g1")
-    register_configs()
-    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
-        node = compose("train", overrides=["env=humanoid_imitation", "num_envs=256", "device=cpu", "logger=none",
-                                           "experiment_name=slow", f"motion.files=[{tmp_path / 'pack'}]",
-                                           *AGENT_OVERRIDES])
-    cfg = OmegaConf.to_object(node)
-    torch.manual_seed(0)
-    env = HumanoidImitationEnv(cfg.env, cfg, num_envs=256, device="cpu", seed=0)
-    agent = PPO(Fabric(accelerator="cpu", devices=1), env, cfg.agent)
-    agent.setup()
-    eval_cfg = replace(cfg.env, truncate_at_clip_end=False, max_episode_length_s=2 * EVAL_SECONDS)
-    eval_env = HumanoidImitationEnv(eval_cfg, cfg, num_envs=4, device="cpu", seed=1)
-    eval_steps = int(EVAL_SECONDS / eval_env.dt)
+def test_walk_alone(tmp_path):
+    out = train_and_play(tmp_path, ["walk"])["walk"]
+    assert out["survived_all_frac"] == 1.0, out
+    assert out["body_error_m"] <= 0.06, out
 
-    untrained = play_from_start(agent, eval_env, 0, eval_steps)
-    t0, iterations = time.perf_counter(), 0
-    while time.perf_counter() - t0 < TRAIN_SECONDS:
-        metrics = agent.train_iteration()
-        iterations += 1
-        reward, length = metrics.get("episode/reward", float("nan")), metrics.get("episode/length", float("nan"))
-        print(f"it {iterations} {time.perf_counter() - t0:6.0f}s reward {reward:.2f} len {length:.1f}", flush=True)
-    agent.root_dir = tmp_path
-    agent.save("trained.ckpt")
-    trained = play_from_start(agent, eval_env, 0, eval_steps)
-    print(f"untrained {untrained}\ntrained {trained}\niterations {iterations}, "
-          f"samples {iterations * agent.num_steps * agent.num_envs}", flush=True)
-    assert trained["survival_s"] >= 3.0 * untrained["survival_s"], (untrained, trained)
-    assert trained["body_pos_error"] < untrained["body_pos_error"], (untrained, trained)
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_walk_squat_turn(tmp_path):
+    out = train_and_play(tmp_path, ["walk", "squat", "turn"])
+    for name, r in out.items():
+        assert r["survived_all_frac"] >= 0.75, (name, out)
+        assert r["body_error_m"] <= 0.08, (name, out)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_stand_sway(tmp_path):
+    out = train_and_play(tmp_path, ["stand_sway"])["stand_sway"]
+    assert out["survived_all_frac"] == 1.0, out

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from simppo.kernels.gae import discount_values, launch_gae
+from simppo.kernels.gae import bind_gae, compute_gae, discount_values
 
 
 def gae_reference(dones, values, rewards, next_values, gamma, tau):
@@ -54,9 +54,22 @@ def test_gae_writes_in_place_into_given_buffers():
     adv = torch.full((T, N), 7.0)
     ret = torch.full((T, N), 7.0)
     ptr = adv.data_ptr()
-    launch_gae(dones, values, rewards, next_values, 0.99, 0.95, adv, ret)
+    compute_gae(bind_gae(dones, values, rewards, next_values, adv, ret), 0.99, 0.95)
     assert adv.data_ptr() == ptr
     torch.testing.assert_close(ret, adv + values)
     expected = gae_reference(dones.double().numpy(), values.double().numpy(), rewards.double().numpy(),
                              next_values.double().numpy(), 0.99, 0.95)
     np.testing.assert_allclose(adv.numpy(), expected, atol=1e-6)
+
+
+def test_discount_values_works_in_a_fresh_process():
+    """Every public entry point initialises Warp itself (nothing else has run first)."""
+    import subprocess
+    import sys
+
+    code = ("import torch; from simppo.kernels.gae import discount_values; "
+            "a = discount_values(torch.zeros(3, 2), torch.ones(3, 2), torch.ones(3, 2), torch.ones(3, 2), 0.9, 0.9); "
+            "print(a.shape)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "torch.Size([3, 2])" in out.stdout

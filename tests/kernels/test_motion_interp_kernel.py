@@ -4,7 +4,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from simppo.kernels.motion_interp import launch_motion_interp, torch_to_warp
+from simppo.kernels.motion_interp import MotionFrames, MotionQuery, MotionStateWp, interpolate
 from simppo.utils.device import init_warp
 
 TOL = 1e-5
@@ -61,6 +61,12 @@ def _rand_quat(rng, shape, step=0.25):
     return q
 
 
+def _view(t: torch.Tensor, name: str) -> wp.array:
+    if name in ("dof_pos", "dof_vel", "contacts"):
+        return wp.from_torch(t)
+    return wp.from_torch(t, dtype=wp.vec3 if t.shape[-1] == 3 else wp.vec4)
+
+
 def test_motion_interp_matches_numpy_reference():
     init_warp()
     rng = np.random.default_rng(0)
@@ -92,7 +98,7 @@ def test_motion_interp_matches_numpy_reference():
     offs = np.array([0.0333, 0.1, 0.5], np.float32)
 
     tf = {k: torch.from_numpy(v) for k, v in frames.items()}
-    wf = {k: torch_to_warp(v, vec_last=k not in ("dof_pos", "dof_vel", "contacts")) for k, v in tf.items()}
+    wf = {k: _view(v, k) for k, v in tf.items()}
     shapes = {
         "root_pos": (3,),
         "root_quat": (4,),
@@ -107,24 +113,21 @@ def test_motion_interp_matches_numpy_reference():
         "contacts": (C,),
     }
     out_t = {k: torch.zeros((N, K + 1) + s) for k, s in shapes.items()}
-    out_w = {k: torch_to_warp(v, vec_last=k not in ("dof_pos", "dof_vel", "contacts")) for k, v in out_t.items()}
-    launch_motion_interp(
-        wp.from_numpy(ids, dtype=wp.int32),
-        wp.from_numpy(times, dtype=wp.float32),
-        wp.from_numpy(offs, dtype=wp.float32),
-        wp.from_numpy(starts, dtype=wp.int32),
-        wp.from_numpy(nfr, dtype=wp.int32),
-        wp.from_numpy(dts, dtype=wp.float32),
-        wp.from_numpy(((nfr - 1) * dts).astype(np.float32), dtype=wp.float32),
-        wf,
-        out_w,
-        num_envs=N,
-        num_slots=K + 1,
-        num_bodies=B,
-        num_dofs=D,
-        num_contacts=C,
-        device="cpu",
-    )
+    lib = MotionFrames()
+    lib.start, lib.num_frames = wp.from_numpy(starts, dtype=wp.int32), wp.from_numpy(nfr, dtype=wp.int32)
+    lib.dt = wp.from_numpy(dts, dtype=wp.float32)
+    lib.length = wp.from_numpy(((nfr - 1) * dts).astype(np.float32), dtype=wp.float32)
+    for k, v in wf.items():
+        setattr(lib, k, v)
+    lib.num_bodies, lib.num_dofs, lib.num_contacts = B, D, C
+    query = MotionQuery()
+    query.motion_ids, query.times = wp.from_numpy(ids, dtype=wp.int32), wp.from_numpy(times, dtype=wp.float32)
+    query.future_offsets, query.env_mask = wp.from_numpy(offs, dtype=wp.float32), wp.zeros(N, dtype=wp.bool)
+    query.use_mask = 0
+    out = MotionStateWp()
+    for k, v in out_t.items():
+        setattr(out, k, _view(v, k))
+    interpolate(lib, query, out)
     wp.synchronize()
     ref = _reference(frames, starts, nfr, dts.astype(np.float64), ids, times, offs)
     for k in shapes:

@@ -78,3 +78,13 @@ def write_csv(path, rows, header: str | None = None) -> None:
             fh.write(header + "\n")
         for r in rows:
             fh.write(",".join(repr(float(v)) for v in r) + "\n")
+
+
+def g1_robot_digest() -> str:
+    """Robot digest (joint then body names) of simppo's G1 model, as the env computes it."""
+    from simppo.motion.format import robot_digest
+    from simppo.robot.config import load_robot_cfg
+    from simppo.robot.model import build_robot_model
+
+    r = build_robot_model(load_robot_cfg("g1"))
+    return robot_digest(r.cfg.joint_names, r.body_names[1:])

@@ -6,12 +6,12 @@ import time
 
 import numpy as np
 import pytest
-from motion_testutil import tiny_clip, tiny_robot, write_csv
 
 from simppo.motion import MotionIndex, MotionLib, MotionShard, names_digest
 from simppo.motion.format import MotionMeta, ShardFormatError, ShardHeader, open_shard, write_shard
 from simppo.motion.index import INDEX_FILE
 from simppo.motion.pack import pack_motions
+from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
 
 JOINTS = [f"j{i}" for i in range(29)]
 BODIES = [f"b{i}" for i in range(30)]

@@ -4,12 +4,12 @@ import os
 
 import numpy as np
 import pytest
-from motion_testutil import tiny_clip, tiny_robot, write_csv
 
 import simppo.motion.format as fmt
 from simppo.motion import MotionLib
 from simppo.motion import pack as pack_mod
 from simppo.motion.pack_cli import main
+from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
 
 
 @pytest.fixture(autouse=True)

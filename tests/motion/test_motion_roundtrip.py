@@ -6,11 +6,11 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-from motion_testutil import tiny_clip, tiny_robot, write_csv
 
 from simppo.motion import MotionIndex, MotionLib, open_shard
 from simppo.motion.kinematics import RobotKinematics, quat_mul, quat_slerp
 from simppo.motion.pack import PackOptions, expand_inputs, pack_motions, process_clip, read_clip
+from tests.motion.motion_testutil import g1_robot_digest, tiny_clip, tiny_robot, write_csv
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +172,7 @@ def test_body_positions_equal_mujoco_fk_and_constant_velocity(tmp_path):
     crow = np.concatenate([c[:, :7], c[:, 7:][:, rk.qpos_to_input]], 1)
     np.savez(tmp_path / "const.npz", fps=30.0, qpos=crow)
     pack_motions([tmp_path / "fk.npz", tmp_path / "const.npz"], tmp_path / "p", robot="g1")
-    lib = MotionLib([str(tmp_path / "p")], robot="g1")
+    lib = MotionLib([str(tmp_path / "p")], robot_digest=g1_robot_digest())
     d = mujoco.MjData(m)
     for i in range(T):
         d.qpos[:] = q[i]

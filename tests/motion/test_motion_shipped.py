@@ -9,17 +9,19 @@ import torch
 import yaml
 
 from simppo.motion import DEFAULT_MOTIONS, MotionCfg, MotionLib
+from simppo.motion.format import ShardFormatError
 from simppo.motion.kinematics import RobotKinematics, geom_lowest_z
 from simppo.motion.pack import pack_motions
 from simppo.motion.synth import CLIP_NAMES
 from simppo.paths import CONFIG_DIR, MOTIONS_DIR
+from tests.motion.motion_testutil import g1_robot_digest
 
 CM = 0.01
 
 
 @pytest.fixture(scope="module")
 def lib():
-    return MotionLib([str(DEFAULT_MOTIONS)], robot="g1")
+    return MotionLib([str(DEFAULT_MOTIONS)], robot_digest=g1_robot_digest())
 
 
 def test_default_config_points_at_shipped_pack(lib):
@@ -104,3 +106,8 @@ def test_shipped_clips_are_physically_consistent(lib):
     i = lib.motion_id("walk")
     s, n = int(lib.motion_start[i]), int(lib.motion_num_frames[i])
     assert fr["root_pos"][s + n - 1, 0] - fr["root_pos"][s, 0] > 0.8  # it goes somewhere
+
+
+def test_motions_for_another_robot_are_refused():
+    with pytest.raises(ShardFormatError, match="robot digest"):
+        MotionLib([str(DEFAULT_MOTIONS)], robot_digest="0" * 64, robot_name="configs/robot/other.yaml")

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# One-shot GPU check of simppo (< 8 min on a fresh GPU machine, Warp kernel compile included):
+#   1. install   pip install -e ".[dev]" with the machine's torch; offline machines: wheels carried in .whl/
+#                (warp-lang, mujoco, mujoco-warp, hydra-core, omegaconf, antlr4-python3-runtime,
+#                lightning-fabric, ... see docs of the device tool), then an editable install without deps
+#   2. compile   builds every Warp / mujoco_warp kernel and captures the CUDA graphs, with progress messages
+#   3. tests     pytest -m gpu tests/gpu (graphs of step and reset, sync-debug mode, resume on CUDA,
+#                MJWarp-vs-MuJoCo-C parity, 8192 envs)
+#   4. train     benchmarks/train_throughput.py --num-envs 4096 8192 --backends mjwarp (train/raw, steps/s)
+#   5. gae       benchmarks/gae.py --sizes 8192x32 (speed-up over a torch loop)
+# Every figure goes to one results file: $OUT/gpu_results.txt when OUT is set, else ./gpu_results.txt.
+# Stages run even when an earlier one failed (so the figures come back); the exit status is that of the
+# first failed stage.
+#
+#   bash benchmarks/gpu_check.sh             # on a GPU machine
+#   bash benchmarks/gpu_check.sh --dry-run   # every stage on the CPU at small sizes (no install: pip --dry-run)
+set -u
+cd "$(dirname "$0")/.."
+
+DRY=0
+[ "${1:-}" = "--dry-run" ] && DRY=1
+PY=${PYTHON:-$(command -v python || command -v python3)}
+RESULTS=${OUT:+$OUT/gpu_results.txt}
+RESULTS=${RESULTS:-$PWD/gpu_results.txt}
+export DRY PY PYTHONUNBUFFERED=1 WANDB_MODE=disabled MUJOCO_GL=${MUJOCO_GL:-egl} SIMPPO_GPU_RESULTS="$RESULTS"
+: > "$RESULTS"
+STATUS=0
+
+note() { echo "$*" | tee -a "$RESULTS"; }
+
+stage() {  # stage NAME TIMEOUT_S CMD...: run (a function or a command) under a time limit, append its output
+    local name=$1 limit=$2 t0 rc
+    shift 2
+    note "=== $name: $*"
+    t0=$(date +%s)
+    if declare -F "$1" >/dev/null; then
+        export -f "$1"
+        timeout "$limit" bash -c "$1" 2>&1 | tee -a "$RESULTS"
+    else
+        timeout "$limit" "$@" 2>&1 | tee -a "$RESULTS"
+    fi
+    rc=${PIPESTATUS[0]}
+    note "=== $name: $([ "$rc" = 0 ] && echo PASS || echo "FAIL (exit $rc)") in $(( $(date +%s) - t0 )) s"
+    [ "$rc" != 0 ] && [ "$STATUS" = 0 ] && STATUS=$rc
+    return 0
+}
+
+install_simppo() {
+    if [ "$DRY" = 1 ]; then
+        "$PY" -m pip install --dry-run --no-index --no-deps --no-build-isolation -q -e . && echo "install: dry run ok"
+        return
+    fi
+    if [ -d .whl ]; then  # offline machine: carried wheels, then simppo itself without dependencies
+        "$PY" -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || return
+        "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . || return
+    else
+        "$PY" -m pip install -q --retries 1 --timeout 20 -e ".[dev]" || return
+    fi
+}
+
+show_versions() {
+    "$PY" - <<'EOF'
+import importlib.metadata as md
+import torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu",
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none")
+for name in ("warp-lang", "mujoco", "mujoco-warp", "lightning-fabric", "hydra-core"):
+    try:
+        print(name, md.version(name))
+    except md.PackageNotFoundError:
+        print(name, "MISSING")
+import simppo, warp, mujoco_warp  # noqa: E401,F401  (fails here, clearly, when something is missing)
+EOF
+}
+
+compile_kernels() {
+    "$PY" - "$DEVICE" "$NENVS_SMALL" <<'EOF'
+import sys
+import time
+
+import torch
+
+from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
+from simppo.kernels.gae import discount_values
+from simppo.sim import SimCfg
+from simppo.utils.device import init_warp
+
+device, n = sys.argv[1], int(sys.argv[2])
+init_warp()
+t0 = time.perf_counter()
+print(f"compiling kernels for {device} (first run on this machine; later runs load Warp's cache) ...", flush=True)
+env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=n, device=device, sim_cfg=SimCfg(name="mjwarp"))
+print(f"  env built in {time.perf_counter() - t0:.1f} s; capturing graphs ...", flush=True)
+env.sim.warm_up()
+env.reset()
+env.step(torch.zeros(n, env.num_actions, device=device))
+x = torch.rand(8, n, device=device)
+discount_values((x > 0.9).float(), x, x, x, 0.99, 0.95)
+if device.startswith("cuda"):
+    torch.cuda.synchronize()
+print(f"compile: kernels ready in {time.perf_counter() - t0:.1f} s (graphs: {env.sim.use_graph})", flush=True)
+EOF
+}
+
+if [ "$DRY" = 1 ]; then
+    export DEVICE=cpu NENVS_SMALL=4
+    TRAIN_ARGS=(--num-envs 8 --iterations 1 --device cpu)
+    GAE_ARGS=(--sizes 64x8 --repeats 2 --device cpu)
+    TESTS=(tests/gpu tests/sim/test_mjwarp_graphs.py tests/sim/test_env_hot_path.py tests/utils/test_device.py
+           tests/utils/test_resume_rng.py)
+    PYTEST_MARK=()
+else
+    export DEVICE=cuda:0 NENVS_SMALL=64
+    TRAIN_ARGS=(--num-envs 4096 8192 --iterations 2 --device cuda:0)
+    GAE_ARGS=(--sizes 8192x32 --device cuda:0)
+    TESTS=(tests/gpu)
+    PYTEST_MARK=(-m gpu)
+fi
+
+note "simppo gpu_check $( [ "$DRY" = 1 ] && echo '--dry-run (CPU, small sizes)' ) $(date -u +%FT%TZ) \
+rev $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+stage install 240 install_simppo
+stage versions 60 show_versions
+stage compile 240 compile_kernels
+stage tests 300 "$PY" -m pytest -q -rs -p no:cacheprovider ${PYTEST_MARK[@]+"${PYTEST_MARK[@]}"} "${TESTS[@]}"
+stage train 300 "$PY" benchmarks/train_throughput.py --backends mjwarp "${TRAIN_ARGS[@]}"
+stage gae 120 "$PY" benchmarks/gae.py "${GAE_ARGS[@]}"
+note "=== gpu_check: $([ "$STATUS" = 0 ] && echo PASS || echo "FAIL (first failing exit $STATUS)"); results in $RESULTS"
+exit "$STATUS"

@@ -1,0 +1,224 @@
+"""``simppo-eval checkpoint=PATH [motion.files=[...]] [num_envs=N] [viewer=none|native|web|video] [out=DIR]``
+
+Plays every motion from t = 0 with the deterministic policy and writes ``eval.json``, ``eval.csv``, a
+per-motion error chart and the failed-motions manifest to ``<run_dir>/eval/<timestamp>/`` (or ``out``);
+``viewer=`` also shows the play (native window, web page, MP4 + contact sheet). Every key is typed by
+:class:`simppo.eval.config.EvalCfg`. Bad input is one line, ``simppo-eval: error: ...``, exit status 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+if not os.environ.get("DISPLAY"):  # headless rendering; must precede the first mujoco import
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+from pathlib import Path  # noqa: E402
+
+from omegaconf import MissingMandatoryValue, OmegaConf  # noqa: E402
+
+PROG = "simppo-eval"
+
+
+class UsageError(ValueError):
+    """Bad command-line input (one line)."""
+
+
+def fail(prog: str, message: str) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def compose_cfg(schema: str, overrides: list[str]):
+    """``overrides`` (Hydra syntax: ``a.b=1``, ``files=[x,y]``) applied to the ConfigStore node ``schema``
+    → the typed dataclass. Raises :class:`UsageError` (Hydra's first lines) on unknown keys / bad values."""
+    from hydra import compose, initialize
+    from hydra.core.global_hydra import GlobalHydra
+
+    from simppo.eval.config import register_eval_configs
+
+    register_eval_configs()
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    try:
+        with initialize(version_base=None, config_path=None):
+            node = compose(config_name=schema, overrides=list(overrides))
+        return OmegaConf.to_object(node)
+    except MissingMandatoryValue as exc:
+        raise UsageError(f"missing required key '{exc.full_key}' (e.g. {exc.full_key}=PATH)") from None
+    except Exception as exc:  # Hydra / OmegaConf raise many types for bad overrides and unknown keys
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
+        cause = str(exc.__cause__ or "").strip().splitlines()
+        raise UsageError(f"{first} ({cause[0].strip()})" if cause else first) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "motion"
+
+
+def run_metrics(cfg, run, device: str, out_dir: Path) -> dict:
+    """The batched evaluation; writes the outputs and prints the summary. Returns the report."""
+    import torch
+
+    from simppo.eval.curves import METRICS_CSV, plot_curves
+    from simppo.eval.export import simppo_version
+    from simppo.eval.loading import build_model, count_motions, make_eval_env, resolve_num_envs
+    from simppo.eval.metrics import SUCCESS_MAX_BODY_ERROR_M, evaluate_motions, summarize
+    from simppo.eval.report import summary_table, write_outputs
+
+    num_motions = count_motions(run, cfg.motion.files)
+    num_envs = resolve_num_envs(cfg.num_envs, num_motions, device)
+    env = make_eval_env(run, num_envs, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None)
+    model = build_model(run, device)
+    if cfg.kinematic_replay:
+        zeros = torch.zeros(num_envs, env.num_actions, device=device)
+
+        def act(obs):
+            return zeros
+    else:
+        act = model.act_inference
+    rounds = -(-num_motions // num_envs)
+    print(f"{PROG}: {num_motions} motions on {num_envs} envs ({rounds} round{'s' * (rounds > 1)}), "
+          f"device={device}, sim={type(env.sim).__name__}", flush=True)
+    t0 = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        if rounds > 1:
+            print(f"{PROG}: {done}/{total} motions ({time.perf_counter() - t0:.1f} s)", flush=True)
+
+    results = evaluate_motions(env, act, run.cfg.env.terminations, progress=progress)
+    runtime = time.perf_counter() - t0
+    t = run.cfg.env.terminations
+    report = {
+        "checkpoint": str(run.checkpoint),
+        "config": str(run.config_path),
+        "epoch": int(run.state.get("epoch", 0)),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "simppo_version": simppo_version(),
+        "device": device,
+        "sim": type(env.sim).__name__,
+        "num_envs": num_envs,
+        "control_dt": float(env.dt),
+        "motion_files": list(cfg.motion.files or run.cfg.motion.files),
+        "kinematic_replay": bool(cfg.kinematic_replay),
+        "runtime_s": runtime,
+        "criteria": {
+            "success": f"no termination and mean body-position error < {SUCCESS_MAX_BODY_ERROR_M} m at every step",
+            "terminations": {"anchor_height": t.anchor_height, "anchor_ori": t.anchor_ori, "ee_height": t.ee_height},
+            "bodies": "all bodies but the world body (MPJPE, velocity, acceleration)",
+        },
+        "summary": {**summarize(results), "runtime_s": runtime},
+        "motions": [r.to_json() for r in results],
+    }
+    paths = write_outputs(out_dir, report, results, env.motion_lib, run.cfg.robot.name)
+    if cfg.plot and (run.run_dir / METRICS_CSV).is_file():
+        try:
+            paths["curves"] = plot_curves(run.run_dir, out_dir / "curves.png")
+        except (OSError, ValueError) as exc:
+            print(f"{PROG}: warning: no learning curves ({exc})", file=sys.stderr)
+    env.close()
+    print(summary_table(report, results, cfg.worst))
+    print(f"{PROG}: {runtime:.1f} s; wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
+    return report
+
+
+def make_player(cfg, run, device: str):
+    from simppo.eval.loading import build_model, make_eval_env
+    from simppo.eval.player import Player
+
+    env = make_eval_env(run, 1, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None)
+    model = build_model(run, device)
+    return Player(env, model.act_inference, run.cfg.env.terminations)
+
+
+def run_video(cfg, run, device: str, out_dir: Path) -> list[dict[str, Path]]:
+    from simppo.eval.loading import EvalInputError
+    from simppo.eval.video import FrameRenderer, record_motion
+
+    player = make_player(cfg, run, device)
+    names = player.motion_names
+    if cfg.video.motions:
+        missing = [n for n in cfg.video.motions if n not in names]
+        if missing:
+            raise EvalInputError(f"video.motions: unknown motion(s) {missing}; the set has {names[:10]}"
+                                 f"{' ...' if len(names) > 10 else ''}")
+        ids = [names.index(n) for n in cfg.video.motions]
+    else:
+        ids = list(range(min(len(names), cfg.video.max_motions)))
+    try:
+        renderer = FrameRenderer(player.env.sim.mj_model, cfg.video, root_body=int(player.env.sim.robot.root_body_id))
+    except ValueError as exc:
+        raise EvalInputError(str(exc)) from None
+    written = []
+    for i in ids:
+        t0 = time.perf_counter()
+        paths = record_motion(player, renderer, i, out_dir / "videos", cfg.video.seconds, _safe_name(names[i]))
+        print(f"{PROG}: {names[i]}: {paths['video']} ({time.perf_counter() - t0:.1f} s), {paths['sheet']}",
+              flush=True)
+        written.append(paths)
+    renderer.close()
+    player.env.close()
+    return written
+
+
+def run_eval(cfg) -> int:
+    from simppo.eval.config import VIEWERS
+    from simppo.eval.loading import EvalInputError, load_run, torch_device
+    from simppo.utils.device import init_warp
+
+    if cfg.viewer not in VIEWERS:
+        raise EvalInputError(f"viewer={cfg.viewer}: choose one of {', '.join(VIEWERS)}")
+    if cfg.viewer == "native" and not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
+        raise EvalInputError("viewer=native needs a display (DISPLAY is not set); use viewer=web or viewer=video")
+    device = torch_device(cfg.device)
+    init_warp()
+    run = load_run(cfg.checkpoint, cfg.config, map_location=device)
+    out_dir = Path(cfg.out).expanduser().resolve() if cfg.out else run.run_dir / "eval" / time.strftime(
+        "%Y%m%d-%H%M%S")
+    metrics = cfg.metrics if cfg.metrics is not None else cfg.viewer in ("none", "video")
+    if metrics:
+        run_metrics(cfg, run, device, out_dir)
+    if cfg.viewer == "video":
+        run_video(cfg, run, device, out_dir)
+    elif cfg.viewer == "native":
+        from simppo.eval.native import run_native
+
+        player = make_player(cfg, run, device)
+        run_native(player, player.env.sim.mj_model)
+    elif cfg.viewer == "web":
+        from simppo.eval.web import WebViewer
+
+        player = make_player(cfg, run, device)
+        viewer = WebViewer(player, player.env.sim.mj_model, cfg.web.host, cfg.web.port, cfg.web.speed,
+                           cfg.web.environment_map)
+        print(f"{PROG}: web viewer at {viewer.url} (Ctrl-C to stop; from another machine: "
+              f"ssh -L {viewer.port}:localhost:{viewer.port} HOST)", flush=True)
+        try:
+            viewer.run()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            viewer.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from simppo.eval.loading import EvalInputError
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__.strip().replace("``", ""))
+        return 0
+    try:
+        cfg = compose_cfg("eval_schema", argv)
+        return run_eval(cfg)
+    except (UsageError, EvalInputError) as exc:
+        return fail(PROG, str(exc))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

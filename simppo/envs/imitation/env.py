@@ -1,0 +1,299 @@
+"""``env=humanoid_imitation``: a humanoid tracks reference motions from the MotionLib.
+
+The env orchestrates; the work is done by one Warp entry point per stage (:mod:`simppo.kernels.imitation`)
+on typed buffers bound once (``sim.state``, ``ref_wp``, ``params``, ``buf``), plus the adaptive start-state
+sampler (torch ops). Nothing in :meth:`HumanoidImitationEnv.step` synchronises with the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import warp as wp
+
+from simppo.envs.base import VecEnv
+from simppo.envs.imitation import spec
+from simppo.envs.imitation.config import HumanoidImitationEnvCfg
+from simppo.envs.imitation.sampler import AdaptiveSampler
+from simppo.kernels.imitation.actions import apply_actions
+from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
+from simppo.kernels.imitation.observations import compute_observations
+from simppo.kernels.imitation.resets import reference_state
+from simppo.kernels.imitation.rewards import compute_rewards
+from simppo.kernels.imitation.terminations import compute_terminations
+from simppo.motion.config import MotionCfg
+from simppo.motion.format import robot_digest
+from simppo.motion.motion_lib import MotionLib
+from simppo.robot.config import RobotCfg, load_robot_cfg
+from simppo.sim import make_sim
+from simppo.sim.config import SimCfg
+from simppo.utils.device import on_torch_stream, warp_view
+
+
+class HumanoidImitationEnv(VecEnv):
+    """Motion tracking for ``num_envs`` humanoids. Observation layout: ``obs_slices`` (from the spec)."""
+
+    def __init__(self, cfg: HumanoidImitationEnvCfg | None = None, num_envs: int = 64, device: str = "cpu",
+                 seed: int = 0, robot_cfg: RobotCfg | None = None, sim_cfg: SimCfg | None = None,
+                 motion_cfg: MotionCfg | None = None):
+        self.cfg = cfg = cfg if cfg is not None else HumanoidImitationEnvCfg()
+        self.num_envs = n = num_envs
+        self.device = device
+        self.seed = seed
+        self.robot_cfg = robot_cfg if robot_cfg is not None else load_robot_cfg("g1")
+        self.sim = make_sim(self.robot_cfg, sim_cfg or SimCfg(), num_envs=num_envs, device=device)
+        r = self.sim.robot
+        motion_cfg = motion_cfg or MotionCfg()
+        self.motion_lib = MotionLib(motion_cfg.resolved_files(), device=device,
+                                    robot_digest=robot_digest(self.robot_cfg.joint_names, r.body_names[1:]),
+                                    robot_name=self.robot_cfg.source or self.robot_cfg.name)
+        self.dt = self.sim.control_dt
+        self._check_layout()
+
+        self.num_actions = nj = len(r.joint_qpos_adr)
+        self.joint_qpos_start = int(r.joint_qpos_adr[0])
+        self.joint_dof_start = int(r.joint_dof_adr[0])
+        self.root_id, self.anchor_id = int(r.root_body_id), int(r.anchor_body_id)
+        self.num_tracked = len(r.tracked_body_ids)
+        self.actor_dim, self.full_dim = spec.obs_dims(nj, self.num_tracked, cfg.future_steps, cfg.privileged_critic)
+        self.obs_dims = {"obs": self.actor_dim, "critic_obs": self.full_dim}
+        self.max_episode_steps = max(1, int(round(cfg.max_episode_length_s / self.dt)))
+        self.sim.set_penalized_geoms(self._penalized_geoms())
+
+        f32, i32 = {"dtype": torch.float32, "device": device}, {"dtype": torch.int32, "device": device}
+        boolean = {"dtype": torch.bool, "device": device}
+        nterms = len(spec.REWARD_TERMS)
+        self.future_offsets = torch.tensor([s * self.dt for s in cfg.future_steps], **f32)
+        # --- state and outputs (allocated once)
+        self.policy_actions = torch.zeros(n, nj, **f32)
+        self.actions = torch.zeros(n, nj, **f32)
+        self.prev_actions = torch.zeros(n, nj, **f32)
+        self.motion_ids = torch.zeros(n, **i32)
+        self.times = torch.zeros(n, **f32)
+        self.episode_length = torch.zeros(n, **i32)
+        self.reward = torch.zeros(n, **f32)
+        self.reward_raw = torch.zeros(n, nterms, **f32)
+        self.reward_terms = torch.zeros(n, nterms, **f32)
+        self.episode_sums = torch.zeros(n, nterms + 1, **f32)
+        # stats of the episodes that ended this step: episode sums (terms, total), length, one-hot end cause
+        ncauses = len(spec.END_CAUSES)
+        self.done_stats = torch.zeros(n, nterms + 2 + ncauses, **f32)
+        self.done_sums, self.done_length = self.done_stats[:, :nterms + 1], self.done_stats[:, nterms + 1]
+        self._cause_codes = torch.tensor([spec.CAUSE_CODE[c] for c in spec.END_CAUSES], **i32)
+        self._cause_onehot = torch.zeros(n, ncauses, **boolean)
+        self.errors = torch.zeros(n, len(spec.ERROR_NAMES), **f32)
+        self.term_cause = torch.zeros(n, **i32)
+        self._error_sum = torch.zeros(len(spec.ERROR_NAMES), **f32)
+        self._error_count = 0  # host counter of env-steps folded into _error_sum
+        self.terminated = torch.zeros(n, **boolean)
+        self.truncated = torch.zeros(n, **boolean)
+        self.done = torch.zeros(n, **boolean)
+        # worlds the sim flagged unstable in this step, and their count, kept before the resets re-run the guard
+        self.step_unstable = torch.zeros(n, **boolean)
+        self.step_num_unstable = torch.zeros(1, **i32)
+        self.all_envs = torch.ones(n, **boolean)
+        self.reset_mask = torch.zeros(n, **boolean)
+        self.obs_full = torch.zeros(n, self.full_dim, **f32)
+        self.terminal_obs_full = torch.zeros(n, self.full_dim, **f32)
+        self.qpos_target = torch.zeros(n, self.sim.nq, **f32)
+        self.qvel_target = torch.zeros(n, self.sim.nv, **f32)
+        self.ref = self.motion_lib.alloc_state(n, len(cfg.future_steps))
+        self.motion_lengths = self.motion_lib.motion_lengths
+        self.sampler = AdaptiveSampler(self.motion_lib.motion_lengths.cpu().tolist(), self.motion_lib.motion_weights,
+                                       cfg.sampling, cfg.init_start_prob, device, self.motion_lib.motion_dt)
+        self.undesired_contacts = self.sim.penalized_contacts
+        # --- typed Warp views (bound once; zero-copy)
+        self.params = self._build_params()
+        self.buf = self._bind_buffers()
+        self.ref_wp = self.motion_lib.warp_state(self.ref)
+        self._wp_all = warp_view(self.all_envs, wp.bool)
+        self._wp_done = warp_view(self.done, wp.bool)
+        self._wp_reset_mask = warp_view(self.reset_mask, wp.bool)
+
+        self._obs = {"obs": self.obs_full[:, :self.actor_dim], "critic_obs": self.obs_full}
+        self._extras = {
+            "terminal_obs": {"obs": self.terminal_obs_full[:, :self.actor_dim], "critic_obs": self.terminal_obs_full},
+            "episode": {"reward": self.done_sums[:, -1], "length": self.done_length,
+                        **{f"rew_{t}": self.done_sums[:, i] for i, t in enumerate(spec.REWARD_NAMES)},
+                        **{f"end_{c}": self.done_stats[:, nterms + 2 + i] for i, c in enumerate(spec.END_CAUSES)}},
+            "motion_ids": self.motion_ids,
+            "reward_terms": self.reward_terms,
+            "num_unstable": self.step_num_unstable,
+            "unstable": self.step_unstable,
+        }
+
+    # ------------------------------------------------------------------ setup
+    def _check_layout(self) -> None:
+        r, lib = self.sim.robot, self.motion_lib
+        names = self.robot_cfg.joint_names
+        src = self.robot_cfg.source or self.robot_cfg.name
+        if list(lib.joint_names) != list(names):
+            raise ValueError(f"{src}: motion joints {lib.joint_names} differ from the robot's joint_names")
+        if lib.num_bodies != self.sim.nbody - 1:
+            raise ValueError(f"{src}: motions have {lib.num_bodies} bodies, the model has {self.sim.nbody - 1}")
+        if not np.array_equal(r.joint_qpos_adr, r.joint_qpos_adr[0] + np.arange(len(names))):
+            raise ValueError(f"{src}: joints must be consecutive in qpos after the free joint")
+        if not np.array_equal(r.actuator_ids, np.arange(len(names))):
+            raise ValueError(f"{src}: actuators must follow joint_names order")
+
+    def _penalized_geoms(self) -> np.ndarray:
+        """1 for collision geoms of bodies other than the end effectors (feet and hands may touch)."""
+        m = self.sim.mj_model
+        allowed = set(int(b) for b in self.sim.robot.end_effector_ids)
+        robot_geom = (m.geom_bodyid > 0) & ((m.geom_contype != 0) | (m.geom_conaffinity != 0))
+        return np.array([int(robot_geom[g] and int(m.geom_bodyid[g]) not in allowed) for g in range(m.ngeom)],
+                        dtype=np.int32)
+
+    def _build_params(self) -> ImitationParams:
+        r, cfg = self.sim.robot, self.cfg
+        lo, hi = r.joint_limits[:, 0], r.joint_limits[:, 1]
+        mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo) * cfg.soft_joint_limit_factor
+
+        def f32(x):
+            return wp.array(np.asarray(x, dtype=np.float32), dtype=wp.float32, device=self.sim.wp_device)
+
+        def i32(x):
+            return wp.array(np.asarray(x, dtype=np.int32), dtype=wp.int32, device=self.sim.wp_device)
+
+        p = ImitationParams()
+        p.default_joint_pos, p.action_scale = f32(r.default_joint_pos), f32(r.action_scale)
+        p.soft_joint_lo, p.soft_joint_hi = f32(mid - half), f32(mid + half)
+        p.tracked_ids, p.ee_ids = i32(r.tracked_body_ids), i32(r.end_effector_ids)
+        p.weights, p.sigmas = f32(spec.reward_weights(cfg.rewards)), f32(spec.reward_sigmas(cfg.sigmas))
+        p.term_kind = i32([int(t.kind == spec.TRACKING) for t in spec.REWARD_TERMS])
+        p.motion_lengths = warp_view(self.motion_lib.motion_lengths)
+        p.root_id, p.anchor_id = self.root_id, self.anchor_id
+        p.joint_qpos_start, p.joint_dof_start = self.joint_qpos_start, self.joint_dof_start
+        p.action_clip, p.privileged = float(cfg.action_clip), int(cfg.privileged_critic)
+        t = cfg.terminations
+        p.anchor_height, p.anchor_ori, p.ee_height = float(t.anchor_height), float(t.anchor_ori), float(t.ee_height)
+        p.max_episode_steps, p.truncate_at_clip_end = self.max_episode_steps, int(cfg.truncate_at_clip_end)
+        return p
+
+    def _bind_buffers(self) -> ImitationBuffers:
+        b = ImitationBuffers()
+        for name in ("policy_actions", "actions", "prev_actions", "motion_ids", "times", "episode_length", "reward",
+                     "reward_raw", "reward_terms", "episode_sums", "errors", "term_cause", "qpos_target",
+                     "qvel_target"):
+            setattr(b, name, warp_view(getattr(self, name)))
+        b.terminated, b.truncated = warp_view(self.terminated, wp.bool), warp_view(self.truncated, wp.bool)
+        b.obs = warp_view(self.obs_full)
+        return b
+
+    @property
+    def obs_slices(self) -> dict[str, slice]:
+        """Named column ranges of ``critic_obs`` (the actor's ``obs`` is its first ``actor_dim`` columns)."""
+        return spec.obs_slices(self.num_actions, self.num_tracked, self.cfg.future_steps, self.cfg.privileged_critic)
+
+    # ------------------------------------------------------------- stages
+    def _query_reference(self, mask: torch.Tensor | None = None) -> None:
+        """Reference (now + future frames) into ``self.ref``; with ``mask [N]`` only for those envs."""
+        self.motion_lib.get_motion_state(self.motion_ids, self.times, self.future_offsets, out=self.ref, mask=mask)
+
+    def _compute_observations(self, mask_wp: wp.array | None = None) -> None:
+        mask_wp = self._wp_all if mask_wp is None else mask_wp
+        compute_observations(self.sim.state, self.ref_wp, self.params, mask_wp, self.buf)
+
+    def _compute_rewards_and_dones(self) -> None:
+        compute_rewards(self.sim.state, self.ref_wp, self.params, self.buf)
+        compute_terminations(self.sim.state, self.ref_wp, self.params, self.buf)
+
+    def _write_reference_into_sim(self, mask_wp: wp.array, mask: torch.Tensor) -> None:
+        reference_state(self.ref_wp, self.params, mask_wp, self.buf)
+        self.sim.reset_worlds(mask, self.qpos_target, self.qvel_target)
+
+    def _reset_envs(self, mask: torch.Tensor, mask_wp: wp.array) -> None:
+        """Reference-state initialisation of the envs in ``mask`` (others untouched)."""
+        self.sampler.sample(mask, self.motion_ids, self.times)
+        self.episode_length.masked_fill_(mask, 0)
+        self.episode_sums.masked_fill_(mask.unsqueeze(1), 0.0)
+        self._query_reference(mask)
+        self._write_reference_into_sim(mask_wp, mask)
+
+    # ------------------------------------------------------------------ API
+    @on_torch_stream
+    def reset(self) -> dict[str, torch.Tensor]:
+        self._reset_envs(self.all_envs, self._wp_all)
+        self._compute_observations()
+        return self._obs
+
+    @on_torch_stream
+    def reset_to(self, motion_ids: torch.Tensor, times: torch.Tensor,
+                 mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Reset the envs in ``mask [N]`` (default: all) to the given ``motion_ids [N]`` / ``times [N]``."""
+        if mask is None:
+            self.reset_mask.fill_(True)
+        else:
+            self.reset_mask.copy_(mask.to(device=self.device, dtype=torch.bool))
+        mask = self.reset_mask
+        self.motion_ids.copy_(torch.where(mask, motion_ids.to(self.motion_ids), self.motion_ids))
+        self.times.copy_(torch.where(mask, times.to(self.times), self.times))
+        self.episode_length.masked_fill_(mask, 0)
+        self.episode_sums.masked_fill_(mask.unsqueeze(1), 0.0)
+        self._query_reference()
+        self._write_reference_into_sim(self._wp_reset_mask, mask)
+        self._compute_observations()
+        return self._obs
+
+    @on_torch_stream
+    def step(self, actions: torch.Tensor):
+        self.policy_actions.copy_(actions.detach())
+        apply_actions(self.params, self.buf, self.sim.state)
+        self.episode_length += 1
+        self.times += self.dt
+        self._query_reference()
+        if self.cfg.kinematic_replay:
+            self._write_reference_into_sim(self._wp_all, self.all_envs)
+        else:
+            self.sim.step()
+        torch.ne(self.sim.unstable, 0, out=self.step_unstable)
+        self.step_num_unstable.copy_(self.sim.num_unstable)
+        self._compute_rewards_and_dones()
+        self._error_sum += self.errors.sum(0)
+        self._error_count += self.num_envs
+        self.sampler.update(self.motion_ids, self.times, self.terminated)
+        self._compute_observations()
+        self.terminal_obs_full.copy_(self.obs_full)
+        torch.logical_or(self.terminated, self.truncated, out=self.done)
+        self.done_sums.copy_(self.episode_sums)
+        self.done_length.copy_(self.episode_length)
+        torch.eq(self.term_cause[:, None], self._cause_codes, out=self._cause_onehot)
+        self.done_stats[:, -len(spec.END_CAUSES):].copy_(self._cause_onehot)
+        self._reset_envs(self.done, self._wp_done)
+        self._compute_observations(self._wp_done)  # only the reset envs' rows changed
+        return self._obs, self.reward, self.terminated, self.truncated, self._extras
+
+    def metrics(self) -> dict[str, torch.Tensor]:
+        """Device scalars since the last call: mean tracking errors ``error/<name>`` (m, rad) over every
+        env-step, and the start-state sampler's entropy and top-bin probability. Resets the sums."""
+        count = max(self._error_count, 1)
+        out = {f"error/{name}": self._error_sum[i] / count for i, name in enumerate(spec.ERROR_NAMES)}
+        out.update(self.sampler.metrics())
+        out.update(self.sim.metrics())  # env/overflow (MJWarp)
+        self._error_sum.zero_()
+        self._error_count = 0
+        return out
+
+    @on_torch_stream
+    def get_observations(self) -> dict[str, torch.Tensor]:
+        self._query_reference()
+        self._compute_observations()
+        return self._obs
+
+    def state_dict(self) -> dict:
+        return {
+            "sim": self.sim.state_dict(),
+            "motion_ids": self.motion_ids.clone(), "times": self.times.clone(),
+            "episode_length": self.episode_length.clone(), "actions": self.actions.clone(),
+            "prev_actions": self.prev_actions.clone(), "episode_sums": self.episode_sums.clone(),
+            "sampler": self.sampler.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sim.load_state_dict(state["sim"])
+        for key in ("motion_ids", "times", "episode_length", "actions", "prev_actions", "episode_sums"):
+            getattr(self, key).copy_(state[key])
+        self.sampler.load_state_dict(state["sampler"])
+
+    def close(self) -> None:
+        self.sim.close()

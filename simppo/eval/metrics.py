@@ -1,0 +1,298 @@
+"""Tracking metrics of a deterministic play from t = 0 (ProtoMotions-style), batched over envs.
+
+Per motion: success (no termination and a mean body-position error under
+:data:`SUCCESS_MAX_BODY_ERROR_M` at every step), survival time, MPJPE global and root-relative (mm),
+mean absolute joint-angle error (rad), body velocity and acceleration errors (finite differences of the
+body positions, as ProtoMotions computes them; m/s and m/s²), and the time and cause of the failure.
+
+Errors are taken over every MuJoCo body but the world body (``B = nbody - 1``, the motion library's body
+axis), robot bodies ``sim.xpos[:, 1:]`` against the reference ``ref.body_pos_w[:, 0]``, and averaged over
+the steps an env played (until its failure step, included, or its clip end). Terminations are recomputed
+here from the same quantities and thresholds as the env's kernel
+(:mod:`simppo.kernels.imitation.terminations`), because the evaluation env does not terminate on them
+(so that the failing state stays readable; see :func:`simppo.eval.loading.eval_env_cfg`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+SUCCESS_MAX_BODY_ERROR_M = 0.5
+# Failure causes, in the order they are reported when several fire at the same step.
+FAILURE_CAUSES = ("unstable", "anchor_height", "anchor_ori", "ee_height", "body_error")
+_CAUSE_BITS = torch.tensor([1 << i for i in range(len(FAILURE_CAUSES))], dtype=torch.int64)
+
+
+# ----------------------------------------------------------------------------- pure functions
+def body_position_errors(pos: torch.Tensor, ref_pos: torch.Tensor, root: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``pos`` / ``ref_pos [N, B, 3]`` → mean body-position error ``[N]`` (m): global, and root-relative
+    (both sets expressed relative to their own body ``root``, without rotation)."""
+    glob = (pos - ref_pos).norm(dim=-1).mean(-1)
+    local = ((pos - pos[:, root:root + 1]) - (ref_pos - ref_pos[:, root:root + 1])).norm(dim=-1).mean(-1)
+    return glob, local
+
+
+def joint_angle_error(q: torch.Tensor, ref_q: torch.Tensor) -> torch.Tensor:
+    """Mean absolute joint-angle error ``[N]`` (rad) of ``q`` / ``ref_q [N, J]``."""
+    return (q - ref_q).abs().mean(-1)
+
+
+def gravity_z(quat: torch.Tensor) -> torch.Tensor:
+    """z component of world gravity ``(0, 0, -1)`` rotated into the frame of ``quat [..., 4]`` (wxyz)."""
+    x, y = quat[..., 1], quat[..., 2]
+    return 2.0 * (x * x + y * y) - 1.0
+
+
+def termination_flags(anchor_pos: torch.Tensor, ref_anchor_pos: torch.Tensor, anchor_quat: torch.Tensor,
+                      ref_anchor_quat: torch.Tensor, ee_pos: torch.Tensor, ref_ee_pos: torch.Tensor,
+                      thresholds) -> torch.Tensor:
+    """The env's termination tests ``[N, 3]`` bool (anchor_height, anchor_ori, ee_height), as in
+    :mod:`simppo.kernels.imitation.terminations`. Anchors ``[N, 3]`` / ``[N, 4]``, end effectors
+    ``[N, E, 3]``; ``thresholds``: a :class:`~simppo.envs.imitation.config.TerminationCfg`."""
+    height = (ref_anchor_pos[:, 2] - anchor_pos[:, 2]).abs() > thresholds.anchor_height
+    ori = (gravity_z(ref_anchor_quat) - gravity_z(anchor_quat)).abs() > thresholds.anchor_ori
+    ee = ((ref_ee_pos[..., 2] - ee_pos[..., 2]).abs() > thresholds.ee_height).any(-1)
+    return torch.stack([height, ori, ee], dim=-1)
+
+
+def cause_names(mask: int) -> str:
+    """Bit mask of :data:`FAILURE_CAUSES` → ``"anchor_height+ee_height"``."""
+    return "+".join(name for i, name in enumerate(FAILURE_CAUSES) if mask >> i & 1)
+
+
+# ----------------------------------------------------------------------------- accumulation
+class TrackingAccumulator:
+    """Per-env running sums of one round of plays (device tensors; no host sync per step).
+
+    ``start(pos0, ref_pos0, num_steps)`` with the poses at t = 0 and each env's number of control steps,
+    then ``update(...)`` after every control step, then ``finish()`` (one host transfer).
+    """
+
+    def __init__(self, num_envs: int, device: str | torch.device, dt: float):
+        self.num_envs, self.device, self.dt = num_envs, torch.device(device), float(dt)
+        f32 = {"dtype": torch.float32, "device": self.device}
+        self.step = 0
+        self.num_steps = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        self.alive = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self.fail_step = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        self.fail_mask = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        self.sums = {k: torch.zeros(num_envs, **f32) for k in ("global", "local", "joint", "vel", "acc")}
+        self.counts = {k: torch.zeros(num_envs, **f32) for k in ("pos", "vel", "acc")}
+        self.max_error = torch.zeros(num_envs, **f32)
+        self._bits = _CAUSE_BITS.to(self.device)
+        self._prev: tuple[torch.Tensor, ...] | None = None
+
+    def start(self, pos0: torch.Tensor, ref_pos0: torch.Tensor, num_steps: torch.Tensor) -> None:
+        self.step = 0
+        self.num_steps.copy_(num_steps)
+        self.alive.fill_(True)
+        self.fail_step.zero_()
+        self.fail_mask.zero_()
+        for t in (*self.sums.values(), *self.counts.values(), self.max_error):
+            t.zero_()
+        self._prev = (pos0.clone(), ref_pos0.clone(), None, None)
+
+    @property
+    def playing(self) -> torch.Tensor:
+        """``[N]`` bool: envs still inside their clip and not failed (before the next update)."""
+        return self.alive & (self.step < self.num_steps)
+
+    def update(self, pos: torch.Tensor, ref_pos: torch.Tensor, q: torch.Tensor, ref_q: torch.Tensor,
+               flags: torch.Tensor, unstable: torch.Tensor) -> None:
+        """One control step: body positions ``[N, B, 3]``, joint angles ``[N, J]``, the env's termination
+        tests ``flags [N, 3]`` (:func:`termination_flags`) and ``unstable [N]`` (the world was unstable and
+        the env reset it: this step's state is not used)."""
+        self.step += 1
+        valid = self.alive & (self.step <= self.num_steps)
+        measured = valid & ~unstable
+        w = measured.float()
+        glob, local = body_position_errors(pos, ref_pos)
+        self.sums["global"] += w * glob
+        self.sums["local"] += w * local
+        self.sums["joint"] += w * joint_angle_error(q, ref_q)
+        self.counts["pos"] += w
+        self.max_error = torch.maximum(self.max_error, torch.where(measured, glob, torch.zeros_like(glob)))
+        prev_pos, prev_ref, prev_vel, prev_ref_vel = self._prev
+        vel, ref_vel = (pos - prev_pos) / self.dt, (ref_pos - prev_ref) / self.dt
+        self.sums["vel"] += w * (vel - ref_vel).norm(dim=-1).mean(-1)
+        self.counts["vel"] += w
+        if prev_vel is not None:
+            acc, ref_acc = (vel - prev_vel) / self.dt, (ref_vel - prev_ref_vel) / self.dt
+            self.sums["acc"] += w * (acc - ref_acc).norm(dim=-1).mean(-1)
+            self.counts["acc"] += w
+        self._prev = (pos.clone(), ref_pos.clone(), vel, ref_vel)
+        causes = torch.cat([unstable.unsqueeze(-1), flags & measured.unsqueeze(-1),
+                            (measured & (glob > SUCCESS_MAX_BODY_ERROR_M)).unsqueeze(-1)], dim=-1)
+        failed = valid & causes.any(-1)
+        self.fail_mask = torch.where(failed, (causes.long() * self._bits).sum(-1), self.fail_mask)
+        self.fail_step = torch.where(failed, torch.full_like(self.fail_step, self.step), self.fail_step)
+        self.alive &= ~failed
+
+    def finish(self) -> dict[str, list]:
+        """Host lists per env: ``success``, ``survival_steps``, ``fail_step``, ``fail_mask``, and the mean
+        errors ``mpjpe_global_m``, ``mpjpe_local_m``, ``joint_rad``, ``vel_mps``, ``acc_mps2``, ``max_error_m``."""
+        def mean(key: str, count: str) -> torch.Tensor:
+            c = self.counts[count]
+            return torch.where(c > 0, self.sums[key] / c.clamp_min(1.0), torch.full_like(c, float("nan")))
+
+        failed = self.fail_mask != 0
+        survival = torch.where(failed, self.fail_step, self.num_steps)
+        rows = torch.stack([(~failed).double(), survival.double(), self.fail_step.double(),
+                            self.fail_mask.double(), mean("global", "pos").double(), mean("local", "pos").double(),
+                            mean("joint", "pos").double(), mean("vel", "vel").double(), mean("acc", "acc").double(),
+                            self.max_error.double()])
+        host = rows.cpu().tolist()  # the one host transfer of a round
+        keys = ("success", "survival_steps", "fail_step", "fail_mask", "mpjpe_global_m", "mpjpe_local_m",
+                "joint_rad", "vel_mps", "acc_mps2", "max_error_m")
+        out = dict(zip(keys, host, strict=True))
+        for k in ("success",):
+            out[k] = [bool(v) for v in out[k]]
+        for k in ("survival_steps", "fail_step", "fail_mask"):
+            out[k] = [int(v) for v in out[k]]
+        return out
+
+
+# ----------------------------------------------------------------------------- batched evaluation
+@dataclass
+class MotionResult:
+    """Metrics of one motion (JSON / CSV row)."""
+
+    name: str
+    motion_id: int
+    success: bool
+    survival_s: float
+    length_s: float
+    mpjpe_global_mm: float
+    mpjpe_local_mm: float
+    joint_angle_error_rad: float
+    velocity_error_mps: float
+    acceleration_error_mps2: float
+    max_body_error_m: float
+    failure: dict | None  # {"time_s", "cause"} (cause: FAILURE_CAUSES names joined by "+")
+
+    def to_json(self) -> dict:
+        """Plain types; floats rounded to 6 decimals, NaN (nothing measured) → ``None``."""
+        out = asdict(self)
+        for k, v in out.items():
+            if isinstance(v, float):
+                out[k] = round(v, 6) if math.isfinite(v) else None
+        if out["failure"]:
+            out["failure"]["time_s"] = round(out["failure"]["time_s"], 6)
+        return out
+
+
+def clip_steps(length_s: float, dt: float) -> int:
+    """Control steps that cover a clip of ``length_s`` from t = 0 (at least one)."""
+    return max(1, math.ceil(length_s / dt - 1e-6))
+
+
+def body_state(env) -> dict[str, torch.Tensor]:
+    """The robot and reference quantities the metrics read from a humanoid-imitation env (views)."""
+    r = env.sim.robot
+    j0 = env.joint_qpos_start
+    anchor, ee = int(r.anchor_body_id), torch.as_tensor(r.end_effector_ids, dtype=torch.long, device=env.device)
+    ref = env.ref
+    return {
+        "pos": env.sim.xpos[:, 1:], "ref_pos": ref.body_pos_w[:, 0],
+        "q": env.sim.qpos[:, j0:j0 + env.num_actions], "ref_q": ref.dof_pos[:, 0],
+        "anchor_pos": env.sim.xpos[:, anchor], "ref_anchor_pos": ref.body_pos_w[:, 0, anchor - 1],
+        "anchor_quat": env.sim.xquat[:, anchor], "ref_anchor_quat": ref.body_quat_w[:, 0, anchor - 1],
+        "ee_pos": env.sim.xpos[:, ee], "ref_ee_pos": ref.body_pos_w[:, 0, ee - 1],
+    }
+
+
+def step_flags(env, thresholds) -> torch.Tensor:
+    s = body_state(env)
+    return termination_flags(s["anchor_pos"], s["ref_anchor_pos"], s["anchor_quat"], s["ref_anchor_quat"],
+                             s["ee_pos"], s["ref_ee_pos"], thresholds)
+
+
+@torch.no_grad()
+def evaluate_motions(env, act: Callable, thresholds, motion_ids: list[int] | None = None,
+                     progress: Callable[[int, int], None] | None = None, check_every: int = 25) -> list[MotionResult]:
+    """Play every motion (or ``motion_ids``) from t = 0 with ``act(obs) -> actions`` (e.g.
+    :meth:`PPOModel.act_inference`), ``env.num_envs`` motions at a time; returns one result per motion.
+
+    ``env``: a humanoid-imitation env built by :func:`simppo.eval.loading.make_eval_env` (no termination
+    thresholds, no truncation). ``progress(done, total)`` is called after each round.
+    """
+    lib = env.motion_lib
+    ids = list(range(lib.num_motions)) if motion_ids is None else list(motion_ids)
+    lengths = lib.motion_lengths.cpu().tolist()
+    n, dt = env.num_envs, float(env.dt)
+    acc = TrackingAccumulator(n, env.device, dt)
+    results: list[MotionResult] = []
+    for first in range(0, len(ids), n):
+        chunk = ids[first:first + n]
+        padded = chunk + [chunk[0]] * (n - len(chunk))
+        steps = [clip_steps(lengths[i], dt) for i in padded]
+        id_t = torch.tensor(padded, dtype=torch.int32, device=env.device)
+        obs = env.reset_to(id_t, torch.zeros(n, device=env.device))
+        s = body_state(env)
+        acc.start(s["pos"], s["ref_pos"], torch.tensor(steps, dtype=torch.int64, device=env.device))
+        for k in range(max(steps[:len(chunk)])):
+            obs, _, terminated, _, _ = env.step(act(obs))
+            s = body_state(env)
+            flags = termination_flags(s["anchor_pos"], s["ref_anchor_pos"], s["anchor_quat"], s["ref_anchor_quat"],
+                                      s["ee_pos"], s["ref_ee_pos"], thresholds)
+            acc.update(s["pos"], s["ref_pos"], s["q"], s["ref_q"], flags, terminated)
+            if check_every and (k + 1) % check_every == 0 and not bool(acc.playing[:len(chunk)].any()):
+                break  # every motion of the round has failed (an untrained policy): stop early
+        out = acc.finish()
+        for j, mid in enumerate(chunk):
+            failed = out["fail_mask"][j] != 0
+            results.append(MotionResult(
+                name=lib.motion_names[mid], motion_id=mid, success=out["success"][j],
+                survival_s=min(out["survival_steps"][j] * dt, lengths[mid]), length_s=lengths[mid],
+                mpjpe_global_mm=1000.0 * out["mpjpe_global_m"][j], mpjpe_local_mm=1000.0 * out["mpjpe_local_m"][j],
+                joint_angle_error_rad=out["joint_rad"][j], velocity_error_mps=out["vel_mps"][j],
+                acceleration_error_mps2=out["acc_mps2"][j], max_body_error_m=out["max_error_m"][j],
+                failure={"time_s": min(out["fail_step"][j] * dt, lengths[mid]),
+                         "cause": cause_names(out["fail_mask"][j])} if failed else None,
+            ))
+        if progress is not None:
+            progress(len(results), len(ids))
+    return results
+
+
+def summarize(results: list[MotionResult]) -> dict:
+    """Aggregates over motions: success rate, mean / median MPJPE and the other mean errors."""
+    import statistics
+
+    def finite(key: str) -> list[float]:
+        return [v for v in (getattr(r, key) for r in results) if v is not None and math.isfinite(v)]
+
+    def mean(key: str) -> float | None:
+        vals = finite(key)
+        return sum(vals) / len(vals) if vals else None
+
+    def median(key: str) -> float | None:
+        vals = finite(key)
+        return statistics.median(vals) if vals else None
+
+    n = len(results)
+    causes: dict[str, int] = {}
+    for r in results:
+        if r.failure:
+            c = r.failure["cause"].split("+")[0]
+            causes[c] = causes.get(c, 0) + 1
+    total_len = sum(r.length_s for r in results)
+    return {
+        "num_motions": n,
+        "num_success": sum(r.success for r in results),
+        "success_rate": sum(r.success for r in results) / n if n else None,
+        "mpjpe_global_mm": mean("mpjpe_global_mm"),
+        "mpjpe_global_mm_median": median("mpjpe_global_mm"),
+        "mpjpe_local_mm": mean("mpjpe_local_mm"),
+        "mpjpe_local_mm_median": median("mpjpe_local_mm"),
+        "joint_angle_error_rad": mean("joint_angle_error_rad"),
+        "velocity_error_mps": mean("velocity_error_mps"),
+        "acceleration_error_mps2": mean("acceleration_error_mps2"),
+        "survival_s": mean("survival_s"),
+        "survival_fraction": sum(r.survival_s for r in results) / total_len if total_len > 0 else None,
+        "failure_causes": causes,
+    }

@@ -1,0 +1,138 @@
+"""One policy-driven robot playing a motion from t = 0, for the viewers (native window, web page, video).
+
+:class:`Player` steps a one-env evaluation env (:func:`simppo.eval.loading.make_eval_env`) with the
+deterministic policy and hands out :class:`Frame` snapshots (numpy): the robot's pose, the reference
+body poses (the ghost), time, body error and failure. It knows nothing of any window; the viewers
+call its ``next_motion`` / ``toggle_pause`` / ... from their keys or widgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from simppo.eval.metrics import (
+    FAILURE_CAUSES,
+    SUCCESS_MAX_BODY_ERROR_M,
+    body_position_errors,
+    body_state,
+    cause_names,
+    termination_flags,
+)
+
+SLOW_MOTION = 0.25  # playback speed factor of slow motion
+
+
+@dataclass
+class Frame:
+    """One control step of env 0. Robot ``qpos [nq]``, ``body_pos [nbody, 3]`` / ``body_quat [nbody, 4]``
+    (MuJoCo body ids, 0 = world); reference ``ref_body_pos [B, 3]`` / ``ref_body_quat [B, 4]`` (body
+    ``b`` = MuJoCo body ``b + 1``)."""
+
+    motion_id: int
+    motion_name: str
+    time_s: float
+    length_s: float
+    qpos: np.ndarray
+    body_pos: np.ndarray
+    body_quat: np.ndarray
+    ref_body_pos: np.ndarray
+    ref_body_quat: np.ndarray
+    body_error_m: float
+    failure: str | None  # "anchor_height @ 1.24 s" once the play has failed (it keeps playing)
+
+
+class Player:
+    """Plays motion ``motion_id`` of ``env`` (one env) with ``act(obs) -> actions``; loops at the clip end."""
+
+    def __init__(self, env, act: Callable, thresholds, motion_id: int = 0):
+        if env.num_envs != 1:
+            raise ValueError(f"Player needs a one-env env, got num_envs={env.num_envs}")
+        self.env, self.act, self.thresholds = env, act, thresholds
+        self.motion_names = list(env.motion_lib.motion_names)
+        self.lengths = env.motion_lib.motion_lengths.cpu().tolist()
+        self.paused = False
+        self.slow_motion = False
+        self.show_ghost = True
+        self.motion_id = int(motion_id) % len(self.motion_names)
+        self.reset()
+
+    # ----------------------------------------------------------------- controls
+    @property
+    def speed(self) -> float:
+        return SLOW_MOTION if self.slow_motion else 1.0
+
+    def reset(self, motion_id: int | None = None, time_s: float = 0.0) -> Frame:
+        """Put the robot on the reference of ``motion_id`` (default: the current one) at ``time_s``."""
+        if motion_id is not None:
+            self.motion_id = int(motion_id) % len(self.motion_names)
+        time_s = float(min(max(time_s, 0.0), self.lengths[self.motion_id]))
+        dev = self.env.device
+        self.obs = self.env.reset_to(torch.tensor([self.motion_id], dtype=torch.int32, device=dev),
+                                     torch.tensor([time_s], device=dev))
+        self.failure: str | None = None
+        self.frame = self._snapshot()
+        return self.frame
+
+    def select(self, name_or_id: str | int) -> Frame:
+        mid = self.motion_names.index(name_or_id) if isinstance(name_or_id, str) else int(name_or_id)
+        return self.reset(mid)
+
+    def next_motion(self) -> Frame:
+        return self.reset(self.motion_id + 1)
+
+    def prev_motion(self) -> Frame:
+        return self.reset(self.motion_id - 1)
+
+    def toggle_pause(self) -> bool:
+        self.paused = not self.paused
+        return self.paused
+
+    def toggle_ghost(self) -> bool:
+        self.show_ghost = not self.show_ghost
+        return self.show_ghost
+
+    def toggle_slow_motion(self) -> bool:
+        self.slow_motion = not self.slow_motion
+        return self.slow_motion
+
+    # ------------------------------------------------------------------- stepping
+    @torch.no_grad()
+    def step(self) -> Frame:
+        """One control step (none while paused); restarts the motion after its end."""
+        if self.paused:
+            return self.frame
+        if self.frame.time_s >= self.lengths[self.motion_id] - 1e-6:
+            return self.reset()
+        self.obs, _, terminated, _, _ = self.env.step(self.act(self.obs))
+        if bool(terminated[0]) and self.failure is None:  # only unstable worlds end in the eval env
+            self.failure = f"unstable @ {float(self.env.times[0]):.2f} s"
+        self.frame = self._snapshot()
+        return self.frame
+
+    def _snapshot(self) -> Frame:
+        env = self.env
+        s = body_state(env)
+        glob, _ = body_position_errors(s["pos"][:1], s["ref_pos"][:1])
+        err = float(glob[0])
+        t = float(env.times[0])
+        if self.failure is None:
+            flags = termination_flags(s["anchor_pos"][:1], s["ref_anchor_pos"][:1], s["anchor_quat"][:1],
+                                      s["ref_anchor_quat"][:1], s["ee_pos"][:1], s["ref_ee_pos"][:1],
+                                      self.thresholds)[0].tolist()
+            mask = sum(1 << (i + 1) for i, f in enumerate(flags) if f)
+            mask |= (err > SUCCESS_MAX_BODY_ERROR_M) << (len(FAILURE_CAUSES) - 1)
+            if mask:
+                self.failure = f"{cause_names(mask)} @ {t:.2f} s"
+        return Frame(
+            motion_id=self.motion_id, motion_name=self.motion_names[self.motion_id], time_s=t,
+            length_s=self.lengths[self.motion_id], qpos=env.sim.qpos[0].cpu().numpy().astype(np.float64),
+            body_pos=env.sim.xpos[0].cpu().numpy().astype(np.float64),
+            body_quat=env.sim.xquat[0].cpu().numpy().astype(np.float64),
+            ref_body_pos=env.ref.body_pos_w[0, 0].cpu().numpy().astype(np.float64),
+            ref_body_quat=env.ref.body_quat_w[0, 0].cpu().numpy().astype(np.float64),
+            body_error_m=err, failure=self.failure,
+        )

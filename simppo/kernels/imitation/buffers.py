@@ -1,0 +1,68 @@
+"""Typed buffers of the humanoid-imitation kernels: the reference state (``RefState``, the motion
+library's :class:`MotionStateWp`), the env's constants and the env's own per-env buffers. Each is a
+``wp.struct`` of zero-copy views bound once by the env, so a stage entry point takes
+``(sim, ref, params, buf)`` and every kernel signature is written once."""
+
+import warp as wp
+
+from simppo.kernels.motion_interp import MotionStateWp as RefState  # noqa: F401 - the reference view
+
+
+@wp.struct
+class ImitationParams:
+    """Constants. Per joint ``[A]``: ``default_joint_pos``, ``action_scale``, ``soft_joint_lo/hi``;
+    ``tracked_ids [Nt]`` / ``ee_ids [E]`` MuJoCo body ids; per reward term ``[T]`` (spec order):
+    ``weights``, ``sigmas``, ``term_kind`` (1 = tracking exp(-err/σ²), 0 = penalty);
+    ``motion_lengths [M]`` seconds."""
+
+    default_joint_pos: wp.array(dtype=wp.float32)
+    action_scale: wp.array(dtype=wp.float32)
+    soft_joint_lo: wp.array(dtype=wp.float32)
+    soft_joint_hi: wp.array(dtype=wp.float32)
+    tracked_ids: wp.array(dtype=wp.int32)
+    ee_ids: wp.array(dtype=wp.int32)
+    weights: wp.array(dtype=wp.float32)
+    sigmas: wp.array(dtype=wp.float32)
+    term_kind: wp.array(dtype=wp.int32)
+    motion_lengths: wp.array(dtype=wp.float32)
+    root_id: int
+    anchor_id: int
+    joint_qpos_start: int
+    joint_dof_start: int
+    action_clip: float
+    privileged: int
+    anchor_height: float
+    anchor_ori: float
+    ee_height: float
+    max_episode_steps: int
+    truncate_at_clip_end: int
+
+
+@wp.struct
+class ImitationBuffers:
+    """The env's per-env buffers (``[N, ...]``). ``policy_actions [N, A]`` is the policy's raw output
+    (input); ``actions`` / ``prev_actions [N, A]`` the clipped actions of this and the last step;
+    ``reward_raw [N, T]`` each term's raw value (tracking: the squared error, penalty: the value);
+    ``reward_terms [N, T]`` the unweighted terms; ``episode_sums [N, T + 1]`` weighted sums (last: total);
+    ``errors [N, E]`` the tracking errors of ``spec.ERROR_NAMES`` (m / rad); ``term_cause [N]`` the
+    ``spec.CAUSE_CODE`` of why the env ended this step (0: it did not);
+    ``obs [N, D]`` the full observation row; ``qpos_target [N, nq]`` / ``qvel_target [N, nv]`` the
+    reference-state reset targets."""
+
+    policy_actions: wp.array2d(dtype=wp.float32)
+    actions: wp.array2d(dtype=wp.float32)
+    prev_actions: wp.array2d(dtype=wp.float32)
+    motion_ids: wp.array(dtype=wp.int32)
+    times: wp.array(dtype=wp.float32)
+    episode_length: wp.array(dtype=wp.int32)
+    reward: wp.array(dtype=wp.float32)
+    reward_raw: wp.array2d(dtype=wp.float32)
+    reward_terms: wp.array2d(dtype=wp.float32)
+    episode_sums: wp.array2d(dtype=wp.float32)
+    errors: wp.array2d(dtype=wp.float32)
+    terminated: wp.array(dtype=wp.bool)
+    truncated: wp.array(dtype=wp.bool)
+    term_cause: wp.array(dtype=wp.int32)
+    obs: wp.array2d(dtype=wp.float32)
+    qpos_target: wp.array2d(dtype=wp.float32)
+    qvel_target: wp.array2d(dtype=wp.float32)

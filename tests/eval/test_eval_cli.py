@@ -1,0 +1,129 @@
+"""``simppo-eval`` on a checkpoint written by ``simppo-train``: metrics, outputs, the failed-motions manifest
+round trip through ``simppo-pack``, and one-line errors for bad input."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from simppo.cli.eval import main as eval_main
+
+
+@pytest.fixture(scope="module")
+def eval_out(run_dir, tmp_path_factory):
+    """One evaluation of the (as good as untrained) policy on the shipped motions."""
+    out = tmp_path_factory.mktemp("eval_out") / "ev"
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}"]) == 0
+    return out
+
+
+def test_kinematic_replay_gives_zero_mpjpe_and_full_success(loaded_run):
+    """The env replays the reference (the simulator follows it exactly): the metrics must read ≈ 0."""
+    from simppo.eval.loading import make_eval_env
+    from simppo.eval.metrics import evaluate_motions
+
+    env = make_eval_env(loaded_run, 4, "cpu", kinematic_replay=True)  # 6 motions: two rounds
+    zeros = torch.zeros(4, env.num_actions)
+    results = evaluate_motions(env, lambda obs: zeros, loaded_run.cfg.env.terminations)
+    env.close()
+    assert [r.name for r in results] == list(env.motion_lib.motion_names)
+    assert all(r.success for r in results)
+    for r in results:
+        assert r.mpjpe_global_mm < 0.1 and r.mpjpe_local_mm < 0.1, r
+        assert r.joint_angle_error_rad < 1e-4 and r.velocity_error_mps < 1e-2
+        assert r.survival_s == pytest.approx(r.length_s)
+
+
+def test_untrained_policy_fails_the_walk_clip(eval_out, capsys):
+    report = json.loads((eval_out / "eval.json").read_text())
+    walk = next(m for m in report["motions"] if m["name"] == "walk")
+    assert walk["success"] is False
+    assert walk["failure"]["cause"] and 0.0 < walk["failure"]["time_s"] < walk["length_s"]
+    assert walk["survival_s"] == pytest.approx(walk["failure"]["time_s"])
+    assert walk["mpjpe_global_mm"] > 10.0
+
+
+def test_outputs_json_csv_chart(eval_out, run_dir):
+    report = json.loads((eval_out / "eval.json").read_text())
+    assert report["checkpoint"] == str(run_dir / "last.ckpt")
+    s = report["summary"]
+    for key in ("success_rate", "mpjpe_global_mm", "mpjpe_local_mm", "mpjpe_global_mm_median", "num_motions"):
+        assert key in s
+    assert s["num_motions"] == 6 and 0.0 <= s["success_rate"] < 1.0
+    names = [m["name"] for m in report["motions"]]
+    assert names == ["stand_sway", "squat", "arm_wave", "step_in_place", "walk", "turn"]
+    for m in report["motions"]:
+        assert {"name", "success", "survival_s", "length_s", "mpjpe_global_mm", "mpjpe_local_mm", "failure",
+                "joint_angle_error_rad", "velocity_error_mps", "acceleration_error_mps2"} <= set(m)
+    rows = list(csv.DictReader(open(eval_out / "eval.csv")))
+    assert [r["name"] for r in rows] == names
+    assert float(rows[4]["mpjpe_global_mm"]) == pytest.approx(report["motions"][4]["mpjpe_global_mm"])
+    assert (eval_out / "eval_errors.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (eval_out / "curves.png").is_file()  # learning curves from the run's metrics.csv
+
+
+def test_failed_manifest_round_trips_through_simppo_pack(eval_out, loaded_run, tmp_path):
+    from simppo.motion.motion_lib import MotionLib
+    from simppo.motion.pack_cli import main as pack_main
+
+    manifest = eval_out / "failed_motions.yaml"
+    doc = yaml.safe_load(manifest.read_text())
+    report = json.loads((eval_out / "eval.json").read_text())
+    failed = [m["name"] for m in report["motions"] if not m["success"]]
+    assert [e["name"] for e in doc["motions"]] == failed
+    pack = tmp_path / "failed_pack"
+    assert pack_main([str(manifest), "--robot", "g1", "--out", str(pack), "-q"]) == 0
+    packed = MotionLib([str(pack)])
+    orig = MotionLib(loaded_run.cfg.motion.resolved_files())
+    assert packed.motion_names == failed
+    for j, name in enumerate(failed):
+        i = orig.motion_names.index(name)
+        assert packed.motion_fps[j] == orig.motion_fps[i]
+        a = slice(int(orig.motion_start[i]), int(orig.motion_start[i] + orig.motion_num_frames[i]))
+        b = slice(int(packed.motion_start[j]), int(packed.motion_start[j] + packed.motion_num_frames[j]))
+        for field in ("root_pos", "root_quat", "dof_pos"):
+            np.testing.assert_allclose(packed.frames[field][b].numpy(), orig.frames[field][a].numpy(), atol=1e-6)
+        np.testing.assert_allclose(packed.frames["body_pos_w"][b].numpy(), orig.frames["body_pos_w"][a].numpy(),
+                                   atol=1e-5)
+
+
+def test_summary_table_on_stdout(run_dir, tmp_path, capsys):
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={tmp_path / 'k'}", "kinematic_replay=true",
+                      "num_envs=6", "plot=false"]) == 0
+    out = capsys.readouterr().out
+    assert "success 6/6 (100.0%)" in out and "MPJPE global mean" in out and "median" in out
+    assert "worst 6" in out
+    assert not (tmp_path / "k" / "failed_motions.yaml").exists()  # nothing failed
+
+
+def test_missing_checkpoint_is_a_one_line_error(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert eval_main([f"checkpoint={tmp_path / 'nope.ckpt'}", f"out={out}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("simppo-eval: error:") and "nope.ckpt" in err
+    assert not out.exists()
+
+
+def test_layout_mismatch_names_both_layouts(run_dir, tmp_path, capsys):
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg["env"]["future_steps"] = [1, 2]
+    other = tmp_path / "config.yaml"
+    other.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "o"
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"config={other}", f"out={out}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "checkpoint layout [obs" in err and "does not match" in err and "future_steps [1, 2]" in err
+    assert not out.exists()
+
+
+def test_unknown_key_and_bad_viewer_exit_2(run_dir, capsys):
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", "no_such_key=1"]) == 2
+    assert "no_such_key" in capsys.readouterr().err
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", "viewer=tv"]) == 2
+    assert "viewer=tv" in capsys.readouterr().err
+    assert eval_main([]) == 2  # checkpoint is required
+    assert "checkpoint" in capsys.readouterr().err
