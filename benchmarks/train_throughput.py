@@ -11,10 +11,24 @@ the env step, policy inference and bookkeeping in the rollout, the PPO update) a
 
 Physics is: MJWarp's ``decimation`` ``mjw.step`` launches (CPU: timed inline; CUDA: a physics-only graph
 replayed on the current state after each phase), or the MuJoCo C backend's threaded stepping pass.
+
+    python benchmarks/train_throughput.py --devices 2 [--num-envs 256] [--iterations 2] [--device auto]
+
+``--devices N`` (N > 1) measures data-parallel scaling instead: full training samples/s (rollout + PPO update,
+every rank's samples) of N DDP ranks with ``num_envs`` envs each, over one rank with ``num_envs`` envs, each run
+in fresh processes launched like torchrun (the first backend of ``--backends`` that runs on the device). The
+ranks of a CPU share its cores (MuJoCo C threads: cores / N per rank, as ``simppo-train devices=N`` sets them).
 """
 
 import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import mujoco_warp as mjw
 import torch
@@ -170,15 +184,102 @@ def run_backend(n: int, backend: str, device: str, iterations: int) -> dict[str,
     return {"raw": raw_train, "train": train}
 
 
+# ----------------------------------------------------------------------------- data-parallel scaling
+
+
+def rank_samples_per_s(n: int, backend: str, device: str, iterations: int, devices: int) -> float:
+    """Training samples/s of every rank together: ``devices`` DDP ranks (or one process), ``n`` envs each.
+    Runs in a worker process; every rank times the same iterations between two collectives."""
+    from simppo.agent.distributed import all_reduce_, any_rank
+    from simppo.utils.device import fabric_for
+
+    fabric = fabric_for(device, devices=devices, timeout_s=600)
+    if devices > 1:
+        fabric.launch()
+    device = resolve_device(fabric.device)
+    cfg = load_train_cfg(n, device, backend)
+    if devices > 1 and device == "cpu" and cfg.sim.threads is None:
+        cfg.sim.threads = max(1, (os.cpu_count() or 1) // devices)  # as simppo-train devices=N does
+    torch.manual_seed(fabric.global_rank)
+    env = HumanoidImitationEnv(cfg.env, num_envs=n, device=device, seed=fabric.global_rank, robot_cfg=cfg.robot,
+                               sim_cfg=cfg.sim, motion_cfg=cfg.motion)
+    agent = PPO(fabric, env, cfg.agent)
+    agent.setup()
+    agent.collect_rollout()  # warm-up (kernel loads, allocator, DDP buckets)
+    agent.optimize_model()
+    any_rank(False, device)  # every rank starts the clock together
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iterations):
+        agent.collect_rollout()
+        agent.optimize_model()
+    sync(device)
+    elapsed = all_reduce_(torch.tensor([time.perf_counter() - t0], device=device), "max").item()  # the slowest
+    env.close()
+    return devices * n * agent.num_steps * iterations / elapsed
+
+
+def launch_ranks(devices: int, n: int, backend: str, device: str, iterations: int) -> float:
+    """Run :func:`rank_samples_per_s` in ``devices`` fresh processes (torchrun's variables when several)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, __file__, "--worker", "--devices", str(devices), "--num-envs", str(n),
+               "--backends", backend, "--device", device, "--iterations", str(iterations), "--out", str(out)]
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = []
+        for rank in range(devices):
+            env = dict(os.environ)
+            if devices > 1:
+                env.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(devices),
+                            "LOCAL_WORLD_SIZE": str(devices), "GROUP_RANK": "0", "TORCHELASTIC_RUN_ID": "bench",
+                            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+            procs.append(subprocess.Popen(cmd, env=env))
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            raise SystemExit(f"train_throughput: a worker with {devices} rank(s) exited with {codes}")
+        return json.loads(out.read_text())["samples_per_s"]
+
+
+def scaling(args, device: str) -> None:
+    backend = "mujoco" if device == "cpu" and "mujoco" in args.backends else "mjwarp"  # as sim=auto
+    for n in args.num_envs:
+        one = launch_ranks(1, n, backend, device, args.iterations)
+        many = launch_ranks(args.devices, n, backend, device, args.iterations)
+        print(f"[{device}] sim={backend} num_envs={n} per rank: 1 rank {one:.0f} samples/s, {args.devices} ranks "
+              f"{many:.0f} samples/s (rollout + update, every rank's samples)")
+        print(f"scaling {args.devices} ranks / 1 rank = {many / one:.2f}")
+        if device == "cpu":
+            cores = os.cpu_count() or 1
+            sim = f"{cores} MuJoCo C threads" if backend == "mujoco" else "Warp's CPU kernels"
+            print(f"  limit: {cores} CPU cores shared by every rank. One rank already steps its worlds on {sim} "
+                  f"and runs the policy and the update with torch's threads on the same cores; {args.devices} ranks "
+                  f"get {max(1, cores // args.devices)} core(s) each, so they split the cores instead of adding "
+                  "compute, and add the gradient all-reduces and the other collectives. On GPUs each rank has its "
+                  "own device.")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--num-envs", type=int, nargs="+", default=[256])
     p.add_argument("--iterations", type=int, default=2, help="PPO iterations timed per num_envs")
     p.add_argument("--backends", nargs="+", default=["mjwarp", "mujoco"], choices=["mjwarp", "mujoco"])
     p.add_argument("--device", default="auto")
+    p.add_argument("--devices", type=int, default=1, help="N > 1: the scaling of N DDP ranks over one rank")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
-    device = resolve_device(args.device)
     init_warp()
+    if args.worker:
+        rate = rank_samples_per_s(args.num_envs[0], args.backends[0], args.device, args.iterations, args.devices)
+        if int(os.environ.get("RANK", "0")) == 0:
+            Path(args.out).write_text(json.dumps({"samples_per_s": rate}))
+        return
+    device = resolve_device(args.device)
+    if args.devices > 1:
+        scaling(args, device)
+        return
     backends = [b for b in args.backends if b != "mujoco" or device == "cpu"]
     for n in args.num_envs:
         torch.manual_seed(0)

@@ -10,7 +10,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from simppo.agent.config import PPOAgentConfig
-from simppo.envs.imitation.config import HumanoidImitationEnvCfg
+from simppo.envs.imitation.config import RANDOMIZATIONS, HumanoidImitationEnvCfg
 from simppo.envs.pendulum.env import PendulumEnvCfg
 from simppo.motion.config import MotionCfg
 from simppo.robot.config import RobotCfg
@@ -25,9 +25,13 @@ class TrainCfg:
     sim: SimCfg = field(default_factory=SimCfg)
     robot: RobotCfg = MISSING  # group `robot` (configs/robot/<name>.yaml)
     motion: MotionCfg = field(default_factory=MotionCfg)
-    num_envs: int | None = None  # None → 64 on CPU, 4096 on CUDA
-    seed: int = 0
-    device: str = "auto"  # auto → cuda:0 if available else cpu
+    num_envs: int | None = None  # None → 256 on CPU, 4096 on CUDA
+    seed: int = 0  # rank r of a multi-process run uses seed + r
+    device: str = "auto"  # auto → cuda:<local rank> if available else cpu
+    # distributed (DDP on Lightning Fabric): processes per node × nodes; num_envs is per process (rank)
+    devices: int = 1
+    num_nodes: int = 1
+    dist_timeout_s: float = 1800.0  # a rank waiting longer than this in a collective (a lost peer) fails
     max_epochs: int = 1000
     experiment_name: str = "default"
     run_dir: str | None = None  # exact output folder; default runs/<experiment_name>/<timestamp>
@@ -46,5 +50,7 @@ def register_configs() -> None:
     cs.store(name="train_schema", node=TrainCfg)
     cs.store(group="env", name="pendulum_schema", node=PendulumEnvCfg)
     cs.store(group="env", name="humanoid_imitation_schema", node=HumanoidImitationEnvCfg)
+    for name, node in RANDOMIZATIONS.items():  # env/randomization=none|deploy
+        cs.store(group="env/randomization", name=name, node=node)
     cs.store(group="agent", name="ppo_schema", node=PPOAgentConfig)
     cs.store(group="sim", name="sim_schema", node=SimCfg)

@@ -60,18 +60,20 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         if key not in state:
             raise CheckpointError(f"{path}: checkpoint lacks '{key}'")
     if torch.device(map_location).type != "cpu":
-        state = {k: v if k == "rng" else _to_device(v, map_location) for k, v in state.items()}
+        state = {k: v if k == "rng" else to_device(v, map_location, keep_cpu=("rng",) if k == "ranks" else ())
+                 for k, v in state.items()}
     return state
 
 
-def _to_device(x, device):
-    """``x`` with every tensor of its nested dicts / lists / tuples on ``device``."""
+def to_device(x, device, keep_cpu: tuple[str, ...] = ()):
+    """``x`` with every tensor of its nested dicts / lists / tuples on ``device``; dict entries named in
+    ``keep_cpu`` (at any depth) are left as they are (the RNG states of the per-rank ``ranks`` entries)."""
     if isinstance(x, torch.Tensor):
         return x.to(device)
     if isinstance(x, dict):
-        return {k: _to_device(v, device) for k, v in x.items()}
+        return {k: v if k in keep_cpu else to_device(v, device, keep_cpu) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return type(x)(_to_device(v, device) for v in x)
+        return type(x)(to_device(v, device, keep_cpu) for v in x)
     return x
 
 
@@ -133,9 +135,19 @@ def _first_difference(a, b, where: str) -> str | None:
             if d:
                 return d
         return None
-    if a != b:
+    if a != b and not _grown(a, b, where):
         return f"{where}: {_show(a)} in the checkpoint, {_show(b)} in this run"
     return None
+
+
+# State whose first axis follows the motion set and may grow when shards are appended (the motion-set check
+# has verified the old motions are unchanged; the owner's load_state_dict keeps the old entries).
+GROWS_WITH_MOTIONS = ("env.sampler.failure_ema",)
+
+
+def _grown(a, b, where: str) -> bool:
+    return (where in GROWS_WITH_MOTIONS and isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] == "tensor"
+            and a[2] == b[2] and a[1][1:] == b[1][1:] and a[1][0] <= b[1][0])
 
 
 def _show(s) -> str:
@@ -197,9 +209,17 @@ def raise_on_any_rank(fabric, message: str | None) -> None:
     """Distributed validation: if any rank has an error ``message``, every rank raises
     :class:`CheckpointError` with the message of the lowest failing rank (one all-gather; with one process
     it just raises ``message``). Call it on every rank, after the checks and before anything loads."""
+    import torch.distributed as dist
+
     flag = torch.tensor([message is not None], dtype=torch.int32, device=fabric.device)
-    failed = fabric.all_gather(flag).reshape(-1).cpu()  # load time, not a rollout step: the host read is fine
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        from simppo.agent.distributed import all_gather_tensor, broadcast_object
+
+        gather, broadcast = all_gather_tensor, broadcast_object
+    else:  # one process, or a stand-in fabric
+        gather, broadcast = fabric.all_gather, fabric.broadcast
+    failed = gather(flag).reshape(-1).cpu()  # load time, not a rollout step: the host read is fine
     if not bool(failed.any()):
         return
     src = int(failed.nonzero()[0, 0])
-    raise CheckpointError(fabric.broadcast(message, src=src))
+    raise CheckpointError(broadcast(message, src=src))

@@ -5,6 +5,8 @@
 
 from dataclasses import dataclass, field
 
+LR_SCHEDULES = ("fixed", "adaptive", "adaptive_iteration")
+
 
 @dataclass
 class MLPCfg:
@@ -45,9 +47,10 @@ class PPOAgentConfig:
     max_grad_norm: float = 1.0
     actor_lr: float = 3e-4
     critic_lr: float = 1e-3
-    # fixed | adaptive. Fixed by default: the adaptive-KL schedule (desired_kl 0.01) drove the actor LR to
-    # min_lr within every iteration at the tracking exploration noise and stalled learning
-    # (see tests/envs/test_imitation_learning_slow.py).
+    # fixed | adaptive | adaptive_iteration. adaptive (rsl_rl): the actor LR is ÷1.5 / ×1.5 after every minibatch
+    # whose KL to the rollout policy is above 2x / below 0.5x desired_kl; at the tracking exploration noise it
+    # drove the LR to min_lr within an iteration (the KL accumulates over the minibatch steps) and stalled
+    # learning. adaptive_iteration applies the same rule once per iteration to the iteration's mean KL.
     lr_schedule: str = "fixed"
     desired_kl: float = 0.01
     min_lr: float = 1e-5
@@ -65,3 +68,7 @@ class PPOAgentConfig:
     # checkpoints
     save_last_every: int = 10
     save_epoch_every: int = 500
+
+    def __post_init__(self) -> None:
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"agent.lr_schedule: unknown schedule {self.lr_schedule!r}; choose one of {LR_SCHEDULES}")

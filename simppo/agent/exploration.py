@@ -78,7 +78,7 @@ def _rows(s: dict) -> str:
 
 
 def _label(i: int, s: dict) -> str:
-    return f"shard {i} ({s['path']}, {s['count']} motions, {_rows(s)})"
+    return f"shard {i} ({s['path']}, {s['count']} motion{'' if s['count'] == 1 else 's'}, {_rows(s)})"
 
 
 def _now(index, j: int) -> dict:
@@ -111,7 +111,9 @@ def _describe_change(i: int, old: list[dict], index) -> str:
                 f"({new[j].path}, {_rows(_now(index, j))}); {keep}")
     nxt = old[i + 1] if i + 1 < len(old) else None
     if i >= len(new) or (nxt is not None and new[i].names_digest == nxt["names_digest"]):
-        return f"motion shard removed: checkpoint {_label(i, o)} is not among the loaded motions; {keep}"
+        names = o.get("names") or []
+        shown = f" (motions {names[:5]}{' ...' if len(names) > 5 else ''})" if names else ""
+        return f"motion shard removed: checkpoint {_label(i, o)}{shown} is not among the loaded motions; {keep}"
     n = _now(index, i)
     old_names, new_names = o.get("names"), _names_now(index, i)
     if n["count"] != o["count"]:
@@ -302,7 +304,25 @@ def save_snapshot(path: str | Path, motion_index, logstd: torch.Tensor, epoch: i
             r = s.offset + j
             motions.append({"row": r, "name": name, "shard": str(s.path), "sigma_mean": round(mean_sigma[r], 6),
                             "sigma": {g: round(v[r], 6) for g, v in group_sigma.items()}})
+    spread = torch.tensor(mean_sigma)
     doc = {"format": SNAPSHOT_FORMAT, "version": 1, "epoch": int(epoch), "step_count": int(step_count),
+           "sigma_spread": {k: round(float(v), 6) for k, v in
+                            (("min", spread.min()), ("median", spread.median()), ("max", spread.max()))},
            "joint_groups": {g: [joints[k] for k in idx] for g, idx in groups.items()}, "motions": motions}
     path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
+    return atomic_write_text(path, _dumps(doc))
+
+
+def _dumps(doc: dict) -> str:
+    """JSON with one line per joint group and per motion (easy to read, grep and diff)."""
+    parts = []
+    for k, v in doc.items():
+        if isinstance(v, dict) and v:
+            inner = ",\n".join(f"  {json.dumps(a)}: {json.dumps(b)}" for a, b in v.items())
+            parts.append(f" {json.dumps(k)}: {{\n{inner}\n }}")
+        elif isinstance(v, list) and v:
+            inner = ",\n".join(f"  {json.dumps(x)}" for x in v)
+            parts.append(f" {json.dumps(k)}: [\n{inner}\n ]")
+        else:
+            parts.append(f" {json.dumps(k)}: {json.dumps(v)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"

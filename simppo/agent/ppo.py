@@ -5,6 +5,8 @@ The loop, progress bar, logging, checkpoint files, resume and signals live in :m
 Nothing here touches files, the logger or the host inside a rollout step or a minibatch update.
 """
 
+import hashlib
+import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from simppo.agent import distributed as D
 from simppo.agent import exploration as X
 from simppo.agent import losses as L
 from simppo.agent.buffer import ExperienceBuffer
@@ -21,10 +24,11 @@ from simppo.agent.checkpoint import (
     check_compatible,
     env_signature,
     raise_on_any_rank,
+    to_device,
 )
 from simppo.agent.config import PPOAgentConfig
 from simppo.agent.models import PPOModel
-from simppo.agent.normalizers import RewardNormalizer
+from simppo.agent.normalizers import RewardNormalizer, sync_running_stats
 from simppo.agent.runner import Runner
 from simppo.envs.base import VecEnv
 from simppo.kernels.gae import bind_gae, compute_gae
@@ -46,6 +50,13 @@ class PPO:
     reports the motion each env tracks, valid for the observation it returns, as ``extras["motion_ids"]``
     (and ``env.motion_ids`` after a reset); the agent keeps it as ``current_motion_ids`` and records the
     rows with each sample.
+
+    Several ranks (a DDP ``fabric``, ``fabric.world_size > 1``): each rank steps its own ``env`` (``num_envs``
+    per rank) with its own seed; gradients are averaged by DDP, the minibatch advantage statistics and the KL
+    are all-reduced in each minibatch step, the normalizer statistics are merged at the end of each rollout,
+    and :meth:`setup` refuses ranks that would run different amounts of work. ``step_count`` counts the steps
+    of every rank. :meth:`get_state_dict` is then a collective (call it on every rank): it stores each rank's
+    env state, RNG and running returns under ``ranks``.
     """
 
     def __init__(self, fabric, env: VecEnv, config: PPOAgentConfig, root_dir: str | Path | None = None):
@@ -54,6 +65,8 @@ class PPO:
         self.config = config
         self.root_dir = Path(root_dir) if root_dir is not None else None
         self.device = fabric.device
+        self.world_size = D.world_size(fabric)
+        self.global_rank = D.global_rank(fabric)
         self.num_envs = env.num_envs
         self.num_steps = config.num_steps
         self.tau = config.tau
@@ -76,6 +89,7 @@ class PPO:
     # ----------------------------------------------------------------- setup
     def setup(self) -> None:
         self.num_rows = X.num_rows(self.motion_index) if self.per_motion else None
+        self.check_same_work()
         if self.per_motion:
             self._motion_rows = X.motion_rows(self.motion_index).to(self.device)  # motion id → row
             self._row_steps = torch.zeros(self.num_rows, device=self.device)  # per-row samples and terminations
@@ -83,6 +97,9 @@ class PPO:
         self.model = self.create_model()
         self.actor_optimizer, self.critic_optimizer = self.create_optimizers(self.model)
         self.reward_normalizer = RewardNormalizer(self.num_envs, self.config.gamma).to(self.device)
+        if self.world_size > 1:
+            for stats in self.running_stats():
+                stats.track_pending()
         self.experience_buffer = ExperienceBuffer(self.num_steps, self.num_envs, self.device)
         self.register_algorithm_experience_buffer_keys()
         b = self.experience_buffer
@@ -90,12 +107,36 @@ class PPO:
         self._zero = torch.zeros((), device=self.device)  # the extra actor loss when there is none
         self._ep_count = torch.zeros((), device=self.device)
         self._ep_sums: dict[str, torch.Tensor] = {}  # per episode-stat key, summed over finished episodes
+        self._ep_table: tuple[tuple[str, ...], torch.Tensor] | None = None  # the same from extras["episode_table"]
         # instability: worlds the env flagged in the last step (kept out of the next obs-normalizer update),
         # and the number of flagged worlds summed over the steps since the last rollout_metrics()
         self._obs_valid = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         self._num_unstable = torch.zeros((), dtype=torch.int64, device=self.device)
         self.current_obs = self.add_agent_info_to_obs(self.env.reset())
         self.current_motion_ids = getattr(self.env, "motion_ids", None)  # [N], valid for current_obs
+
+    def check_same_work(self) -> None:
+        """Several ranks: raise :class:`~simppo.agent.distributed.DistributedConfigError` (the same line on every
+        rank) unless every rank has the same ``num_envs``, rollout length, minibatch split, widths and agent
+        config: they must run the same minibatch steps and reduce tensors of the same shapes."""
+        dims = self.env.obs_dims
+        digest = hashlib.sha256(json.dumps(asdict(self.config), sort_keys=True, default=str).encode()).hexdigest()
+        D.check_same_on_all_ranks(self.fabric, {
+            "num_envs": self.num_envs, "agent.num_steps": self.num_steps,
+            "agent.num_minibatches": self.config.num_minibatches, "agent.num_mini_epochs": self.config.num_mini_epochs,
+            "the observation width": dims["obs"], "the critic observation width": dims.get("critic_obs", dims["obs"]),
+            "the action width": self.env.num_actions, "the per-motion log-std rows": self.num_rows or 0,
+            "the agent config (digest)": int(digest[:15], 16),
+        }, fix=" (num_envs is per rank; launch every rank with the same config)")
+
+    def running_stats(self) -> list:
+        """The running statistics merged across ranks: actor and critic observations, discounted returns."""
+        return [self.model.obs_norm, self.model.critic_obs_norm, self.reward_normalizer.return_rms]
+
+    def sync_normalizers(self) -> None:
+        """Several ranks: merge the normalizer batches of every rank since the last sync (one all-gather)."""
+        if self.world_size > 1:
+            sync_running_stats(self.running_stats())
 
     @property
     def actor_module(self) -> nn.Module:
@@ -156,6 +197,7 @@ class PPO:
         self.model.eval()
         for step in range(self.num_steps):
             self.rollout_step(step)
+        self.sync_normalizers()
         self.compute_advantages()
 
     @torch.no_grad()
@@ -222,17 +264,28 @@ class PPO:
         b.update_data("rewards", step, rewards)
         b.update_data("dones", step, fdones)
         b.update_data("terminated", step, terminated.float())
-        for key, value in extras.get("episode", {}).items():
-            if key not in self._ep_sums:
-                self._ep_sums[key] = torch.zeros((), device=self.device)
-            self._ep_sums[key] += (value * fdones).sum()
+        table = extras.get("episode_table")  # (keys, [N, K]): every episode statistic in one reduction
+        if table is not None:
+            keys, values = table
+            if self._ep_table is None:
+                self._ep_table = (tuple(keys), torch.zeros(len(keys), device=self.device))
+            self._ep_table[1].add_(fdones @ values)
+        else:
+            for key, value in extras.get("episode", {}).items():
+                if key not in self._ep_sums:
+                    self._ep_sums[key] = torch.zeros((), device=self.device)
+                self._ep_sums[key] += (value * fdones).sum()
         self._ep_count += fdones.sum()
-        self.step_count += self.num_envs
+        self.step_count += self.num_envs * self.world_size
 
     def episode_metrics(self) -> dict[str, torch.Tensor]:
         """Device sums ``episode/<key>`` over the episodes finished since the last call, and their
         ``episode_count``; resets the accumulators."""
         out = {f"episode/{k}": v.clone() for k, v in self._ep_sums.items()}
+        if self._ep_table is not None:
+            keys, sums = self._ep_table
+            out.update({f"episode/{k}": v for k, v in zip(keys, sums.clone().unbind(0), strict=True)})
+            sums.zero_()
         out["episode_count"] = self._ep_count.clone()
         for v in (*self._ep_sums.values(), self._ep_count):
             v.zero_()
@@ -246,6 +299,10 @@ class PPO:
         out = {"env/num_unstable": self._num_unstable.clone(), **self.env.metrics()}
         self._num_unstable.zero_()
         if self.per_motion:
+            if self.world_size > 1:  # the hardest motions of every rank's rollouts
+                counts = D.all_reduce_(torch.stack([self._row_steps, self._row_terms]))
+                self._row_steps.copy_(counts[0])
+                self._row_terms.copy_(counts[1])
             out.update(X.sigma_metrics(self.model.actor.log_std, self._row_steps, self._row_terms))
             self._row_steps.zero_()
             self._row_terms.zero_()
@@ -270,7 +327,7 @@ class PPO:
         num_updates = 0
         for _ in range(c.num_mini_epochs):
             epoch_kl = torch.zeros((), device=self.device)
-            perm = torch.randperm(total, device=self.device)
+            perm = self.minibatch_permutation(total)
             for i in range(c.num_minibatches):
                 idx = perm[i * mb_size:(i + 1) * mb_size]
                 logs = self.perform_optimization_step({k: v[idx] for k, v in data.items()}, i)
@@ -281,19 +338,39 @@ class PPO:
             if c.target_kl is not None and (epoch_kl / c.num_minibatches).item() > c.target_kl:
                 break  # the one host sync per epoch
         metrics = {k: v / num_updates for k, v in sums.items()}
+        if c.lr_schedule == "adaptive_iteration":  # the iteration's mean KL against the rollout policy, once
+            self.adapt_actor_lr(metrics["actor/kl"])
         metrics["explained_variance"] = L.explained_variance(data["values"], data["returns"])
         return metrics
+
+    def minibatch_permutation(self, total: int) -> torch.Tensor:
+        """The sample order of one epoch (a device ``randperm``; minibatch ``i`` is slice ``i``)."""
+        return torch.randperm(total, device=self.device)
 
     def perform_optimization_step(self, batch_dict: dict[str, torch.Tensor], batch_idx: int = 0
                                   ) -> dict[str, torch.Tensor]:
         """One actor and one critic update on a minibatch; returns its metrics (device tensors).
-        ``batch_idx`` is kept for the seed's signature."""
+        ``batch_idx`` is kept for the seed's signature. Several ranks: the advantages are normalised with the
+        mean and std of every rank's minibatch (one all-reduce), as one process would on their union."""
         if self.config.normalize_advantages:
             adv = batch_dict["advantages"]
-            batch_dict["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
+            mean, std = self.advantage_moments(adv)
+            batch_dict["advantages"] = (adv - mean) / (std + 1e-8)
         _, actor_logs = self.actor_step(batch_dict)
         _, critic_logs = self.critic_step(batch_dict)
         return {**actor_logs, **critic_logs, "actor/lr": self.actor_lr}
+
+    def advantage_moments(self, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and (unbiased) std of the minibatch advantages ``[B]``; of every rank's minibatch together when
+        there are several ranks (sums in float64, one all-reduce, no host sync)."""
+        if self.world_size == 1:
+            return adv.mean(), adv.std()
+        a = adv.double()
+        sums = D.all_reduce_(torch.stack([torch.full_like(a[0], a.numel()), a.sum(), a.square().sum()]))
+        n = sums[0]
+        mean = sums[1] / n
+        var = ((sums[2] - n * mean.square()) / (n - 1.0).clamp(min=1.0)).clamp(min=0.0)
+        return mean.to(adv.dtype), var.sqrt().to(adv.dtype)
 
     def actor_step(self, batch_dict: dict[str, torch.Tensor]):
         """Clipped surrogate + entropy bonus + bounds + extra losses, then one clipped Adam step on the actor."""
@@ -309,6 +386,8 @@ class PPO:
                 + c.bounds_loss_coef * bounds.mean() + extra_loss)
         with torch.no_grad():
             kl = L.gaussian_kl(batch_dict["mean"], batch_dict["log_std"], mean, log_std).mean()
+            if self.world_size > 1:  # every rank's minibatch: one learning rate and one target_kl stop for all
+                D.all_reduce_(kl, "mean")
         self.actor_optimizer.zero_grad(set_to_none=True)
         self.fabric.backward(loss)
         grad_norm = clip_grad_norm(self.actor_module, c.max_grad_norm)
@@ -350,8 +429,22 @@ class PPO:
         self.actor_lr.copy_((self.actor_lr * factor).clamp(c.min_lr, c.max_lr))
 
     # ---------------------------------------------------------- state dicts
+    def rank_state(self) -> dict:
+        """This rank's own training state: ``env`` (its env's state), ``rng`` (torch / CUDA generators) and
+        ``running_reward_norm`` (the shared return statistics and this rank's running returns)."""
+        return {
+            "running_reward_norm": self.reward_normalizer.state_dict(),
+            "rng": {"torch": torch.get_rng_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+            "env": self.env.state_dict(),
+        }
+
     def get_state_dict(self, state_dict: dict | None = None) -> dict:
+        """Everything to continue exactly. Several ranks: a collective (every rank calls it); the top-level
+        ``env`` / ``rng`` / ``running_reward_norm`` are this rank's, and on global rank 0 ``ranks`` lists every
+        rank's (:meth:`rank_state`, on the CPU; ``None`` on the other ranks), with ``world_size``."""
         state = {} if state_dict is None else state_dict
+        own = self.rank_state()
         state.update({
             "format": CHECKPOINT_FORMAT,
             "version": 1,
@@ -362,15 +455,33 @@ class PPO:
             "model": self.model.state_dict(),
             "actor_optimizer": self.actor_optimizer.state_dict(),
             "critic_optimizer": self.critic_optimizer.state_dict(),
-            "running_reward_norm": self.reward_normalizer.state_dict(),
-            "rng": {"torch": torch.get_rng_state(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-            "env": self.env.state_dict(),
+            **own,
             "config": asdict(self.config),
             "signature": env_signature(self.env),
             "exploration": X.exploration_state(self.config.exploration, self.motion_index),
         })
+        if self.world_size > 1:  # the file is written by rank 0: it alone receives every rank's state
+            state["world_size"] = self.world_size
+            state["ranks"] = D.gather_objects(to_device(own, "cpu"), dst=0)
         return state
+
+    def this_rank(self, state_dict: dict, source: str = "checkpoint") -> dict:
+        """The checkpoint with this rank's ``env`` / ``rng`` / ``running_reward_norm`` (from ``ranks``) at the
+        top level. Raises :class:`~simppo.agent.checkpoint.CheckpointError` unless it was written by as many
+        ranks as this run has (each rank's env state continues exactly only on its own rank)."""
+        stored = state_dict.get("world_size", 1)
+        if stored != self.world_size:
+            raise CheckpointError(
+                f"{source}: checkpoint was written by {stored} rank{'s' if stored != 1 else ''}, this run has "
+                f"{self.world_size} (devices x num_nodes); resume with the same devices, num_nodes and num_envs per "
+                "rank (or warm-start the weights with checkpoint=...)")
+        if self.world_size == 1:
+            return state_dict
+        ranks = state_dict.get("ranks")
+        if not isinstance(ranks, list) or len(ranks) != self.world_size or not all(isinstance(r, dict) for r in ranks):
+            raise CheckpointError(f"{source}: checkpoint lacks the per-rank training state ('ranks', one entry per "
+                                  f"rank) needed to resume on {self.world_size} ranks")
+        return {**state_dict, **ranks[self.global_rank]}
 
     def check_checkpoint(self, state_dict: dict, load_training_state: bool = True, source: str = "checkpoint"
                          ) -> None:
@@ -390,6 +501,8 @@ class PPO:
         error = None
         try:
             state_dict = X.prepare_checkpoint(state_dict, self.motion_index, self.model.actor, load_training_state)
+            if load_training_state:
+                state_dict = self.this_rank(state_dict, source)
             self.check_checkpoint(state_dict, load_training_state, source)
         except X.MotionSetError as exc:
             error = f"{source}: {exc}"
@@ -420,9 +533,9 @@ class PPO:
         self.best_evaluated_score = state_dict.get("best_evaluated_score")
         self.run_start_time = state_dict.get("run_start_time", self.run_start_time)
         rng = state_dict["rng"]
-        torch.set_rng_state(rng["torch"])
+        torch.set_rng_state(rng["torch"].cpu())
         if rng["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+            torch.cuda.set_rng_state_all([r.cpu() for r in rng["cuda"]])
         self.env.load_state_dict(state_dict["env"])
         self.current_obs = self.add_agent_info_to_obs(self.env.get_observations())
         self.current_motion_ids = getattr(self.env, "motion_ids", None)

@@ -3,6 +3,11 @@ rotation (``last`` / ``score_based`` / ``epoch_N``), resume, signals and the sto
 
 The only agent-side code that touches files or the logger. Host transfers happen once per iteration
 (:func:`gather_metrics`).
+
+Several ranks (DDP): every rank runs the same loop; the iteration's metrics are reduced over the ranks
+(:func:`reduce_metrics`) so that every rank takes the same decisions (best score, stop request, agreed by one
+all-reduce); global rank 0 alone evaluates (and broadcasts the result), runs the epoch hooks, logs, writes
+``metrics.csv``, the checkpoints and the sidecar; a failed write stops every rank with the same message.
 """
 
 from __future__ import annotations
@@ -17,7 +22,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from simppo.agent.checkpoint import load_checkpoint, remove_partial_writes, save_checkpoint
+from simppo.agent import distributed as D
+from simppo.agent.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    raise_on_any_rank,
+    remove_partial_writes,
+    save_checkpoint,
+)
 from simppo.agent.exploration import SNAPSHOT_FILE, save_snapshot
 from simppo.utils.logger import NullLogger
 from simppo.utils.metrics_csv import MetricsCSV
@@ -44,6 +56,25 @@ def gather_metrics(update: dict[str, torch.Tensor], episodes: dict[str, torch.Te
     return metrics
 
 
+SUMMED_METRICS = ("episode/", "episode_count", "env/num_unstable")  # summed over ranks; the rest are averaged
+
+
+def reduce_metrics(update: dict[str, torch.Tensor], episodes: dict[str, torch.Tensor]
+                   ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Several ranks: one all-reduce of every device metric of the iteration (float64). Episode sums, the
+    episode count and ``env/num_unstable`` are summed over the ranks, everything else (losses, KL, tracking
+    errors, ...) is averaged; afterwards every rank holds the same values. Identity with one process."""
+    names = [*update, *episodes]
+    values = torch.stack([v.to(torch.float64).reshape(()) for v in (*update.values(), *episodes.values())])
+    world = float(torch.distributed.get_world_size()) if torch.distributed.is_initialized() else 1.0
+    if world == 1.0:
+        return update, episodes
+    summed = torch.tensor([n.startswith(SUMMED_METRICS) for n in names], device=values.device)
+    values = torch.where(summed, D.all_reduce_(values), values / world)
+    out = dict(zip(names, values.unbind(0), strict=True))
+    return {k: out[k] for k in update}, {k: out[k] for k in episodes}
+
+
 class Runner:
     """Drives a set-up :class:`PPO`: ``Runner(agent, root_dir, max_epochs, logger, progress_bar).train()``.
 
@@ -56,6 +87,9 @@ class Runner:
     ``root_dir/exploration.json``. ``epoch_hooks``: ``(every, fn)`` pairs; ``fn(runner)`` runs after every
     ``every``-th iteration and may return a dict to log (e.g. the ``video_every`` clip). Progress: a tqdm bar
     (steps/s, reward, body error), or with ``progress_bar=False`` a plain line every ``log_every`` epochs.
+
+    Several ranks: build a Runner on every rank; the ``evaluator`` and the hooks are needed (and run) on global
+    rank 0 only, which alone logs, shows progress and writes files.
     """
 
     def __init__(self, agent: PPO, root_dir: str | Path | None = None, max_epochs: int = 1000, logger=None,
@@ -71,9 +105,12 @@ class Runner:
         self.progress_bar = progress_bar
         self.stop_requested = False
         self.epoch_hooks = list(epoch_hooks or [])
-        if self.root_dir is not None:
+        self.is_global_zero = D.is_global_zero(agent.fabric)
+        self.world_size = D.world_size(agent.fabric)
+        if self.root_dir is not None and self.is_global_zero:
             self.root_dir.mkdir(parents=True, exist_ok=True)
-        self.metrics_csv = MetricsCSV(self.root_dir / "metrics.csv") if self.root_dir is not None else None
+        self.metrics_csv = (MetricsCSV(self.root_dir / "metrics.csv")
+                            if self.root_dir is not None and self.is_global_zero else None)
 
     def request_stop(self) -> None:
         """Finish the current iteration, save ``last.ckpt`` and return from :meth:`train`."""
@@ -86,9 +123,9 @@ class Runner:
         agent.collect_rollout()
         t1 = time.perf_counter()
         update = {**agent.optimize_model(), **agent.rollout_metrics()}  # + env/num_unstable of this iteration
-        metrics = gather_metrics(update, agent.episode_metrics())
+        metrics = gather_metrics(*reduce_metrics(update, agent.episode_metrics()))
         elapsed = time.perf_counter() - t0
-        metrics["perf/steps_per_s"] = agent.num_steps * agent.num_envs / elapsed
+        metrics["perf/steps_per_s"] = agent.num_steps * agent.num_envs * self.world_size / elapsed  # every rank
         metrics["perf/rollout_s"] = t1 - t0
         metrics["perf/update_s"] = elapsed - (t1 - t0)
         agent.epoch += 1
@@ -99,28 +136,33 @@ class Runner:
         from tqdm import tqdm
 
         agent, c = self.agent, self.agent.config
-        bar = tqdm(total=self.max_epochs, initial=agent.epoch, disable=not self.progress_bar,
+        zero = self.is_global_zero
+        has_evaluator = self.evaluator is not None
+        if self.world_size > 1:  # rank 0 alone holds the evaluator; every rank must know when it runs
+            self.eval_every, has_evaluator = D.broadcast_object((self.eval_every, has_evaluator), src=0)
+        bar = tqdm(total=self.max_epochs, initial=agent.epoch, disable=not (self.progress_bar and zero),
                    dynamic_ncols=True, unit="it")
         last_reward = last_error = score = None
         t_start = time.perf_counter()
-        while agent.epoch < self.max_epochs and not self.stop_requested:
+        while agent.epoch < self.max_epochs and not self.agree(self.stop_requested):
             metrics = self.train_iteration()
             new_score = None
             if self.eval_every > 0 and agent.epoch % self.eval_every == 0:
-                evaluation = self.evaluator(agent.model)
+                evaluation = self.evaluate()
                 metrics.update(evaluation)
                 new_score = evaluation["eval/score"]
-            elif self.evaluator is None and "episode/reward" in metrics:
+            elif not has_evaluator and "episode/reward" in metrics:
                 new_score = metrics["episode/reward"]
             metrics["perf/wall_s"] = time.perf_counter() - t_start
-            self.logger.log(metrics, step=agent.step_count)
-            if self.metrics_csv is not None:
-                self.metrics_csv.append({"epoch": agent.epoch, "step": agent.step_count, **metrics})
-            for every, hook in self.epoch_hooks:
-                if every > 0 and agent.epoch % every == 0:
-                    extra = hook(self)
-                    if extra:
-                        self.logger.log(extra, step=agent.step_count)
+            if zero:
+                self.logger.log(metrics, step=agent.step_count)
+                if self.metrics_csv is not None:
+                    self.metrics_csv.append({"epoch": agent.epoch, "step": agent.step_count, **metrics})
+                for every, hook in self.epoch_hooks:
+                    if every > 0 and agent.epoch % every == 0:
+                        extra = hook(self)
+                        if extra:
+                            self.logger.log(extra, step=agent.step_count)
             last_reward = metrics.get("episode/reward", last_reward)
             last_error = metrics.get("error/body_pos", last_error)
             score = metrics.get("eval/score", score)
@@ -131,11 +173,11 @@ class Runner:
                 progress["eval_score"] = f"{score:.3f}"
             bar.update(1)
             bar.set_postfix(progress)
-            if not self.progress_bar and self.log_every > 0 and agent.epoch % self.log_every == 0:
+            if zero and not self.progress_bar and self.log_every > 0 and agent.epoch % self.log_every == 0:
                 print(f"epoch {agent.epoch}/{self.max_epochs} " + " ".join(f"{k} {v}" for k, v in progress.items()),
                       flush=True)
-            new_high = new_score is not None and (agent.best_evaluated_score is None
-                                                  or new_score > agent.best_evaluated_score)
+            new_high = self.agree(new_score is not None and (agent.best_evaluated_score is None
+                                                             or new_score > agent.best_evaluated_score))
             if new_high:
                 agent.best_evaluated_score = new_score
             if self.root_dir is not None:
@@ -147,11 +189,39 @@ class Runner:
         if self.root_dir is not None:
             self.save("last.ckpt")
 
+    def agree(self, flag: bool) -> bool:
+        """``flag`` of this rank, or with several ranks whether it is set on any rank (one tiny all-reduce), so
+        that every rank takes the same branch (stop, save on a new best score)."""
+        return D.any_rank(flag, self.agent.device) if self.world_size > 1 else bool(flag)
+
+    def evaluate(self) -> dict[str, float]:
+        """``evaluator(model)`` on global rank 0; with several ranks every rank receives its metrics."""
+        evaluation = self.evaluator(self.agent.model) if self.is_global_zero else None
+        return D.broadcast_object(evaluation, src=0) if self.world_size > 1 else evaluation
+
     def save(self, checkpoint_name: str = "last.ckpt", new_high_score: bool = False) -> None:
-        """Write the agent's state to ``root_dir/checkpoint_name`` (and ``score_based.ckpt`` on a new high)."""
+        """Write the agent's state to ``root_dir/checkpoint_name`` (and ``score_based.ckpt`` on a new high).
+
+        Several ranks: call it on every rank (the state holds every rank's env state, gathered); only global
+        rank 0 writes, and every rank waits until it has. A failed write raises the same
+        :class:`~simppo.agent.checkpoint.CheckpointError` on every rank."""
         if self.root_dir is None:
             raise ValueError(f"cannot save {checkpoint_name}: the runner has no root_dir")
-        state = self.agent.get_state_dict()
+        fabric = self.agent.fabric
+        state = self.agent.get_state_dict()  # a collective with several ranks
+        if D.world_size(fabric) == 1:
+            if D.is_global_zero(fabric):
+                self._write(state, checkpoint_name, new_high_score)
+            return
+        error = None
+        if D.is_global_zero(fabric):
+            try:
+                self._write(state, checkpoint_name, new_high_score)
+            except Exception as exc:  # every rank must learn of it, or the others would wait for rank 0
+                error = f"{self.root_dir / checkpoint_name}: rank 0 could not write the checkpoint ({exc})"
+        raise_on_any_rank(fabric, error)  # also the barrier: no rank runs ahead of the write
+
+    def _write(self, state: dict, checkpoint_name: str, new_high_score: bool) -> None:
         save_checkpoint(state, self.root_dir / checkpoint_name)
         if new_high_score:
             save_checkpoint(state, self.root_dir / "score_based.ckpt")
@@ -169,15 +239,26 @@ class Runner:
 
     def load(self, path: str | Path, load_training_state: bool = True) -> None:
         """Restore from a checkpoint file; raises :class:`~simppo.agent.checkpoint.CheckpointError` (one line
-        naming the file) for a corrupt file or one that does not fit this run, before any state changes."""
-        state = load_checkpoint(path, map_location=self.agent.device)
+        naming the file) for a corrupt file or one that does not fit this run, before any state changes.
+        Several ranks: every rank reads the file; an error on any rank is raised on every rank."""
+        if self.world_size == 1:
+            state = load_checkpoint(path, map_location=self.agent.device)
+        else:
+            state, error = None, None
+            try:
+                state = load_checkpoint(path, map_location=self.agent.device)
+            except CheckpointError as exc:
+                error = str(exc)
+            raise_on_any_rank(self.agent.fabric, error)
         self.agent.load_parameters(state, load_training_state, source=str(path))
 
     def resume(self) -> None:
-        """Continue exactly from ``root_dir/last.ckpt`` (weights, optimizers, normalizers, counters, RNG, env)."""
+        """Continue exactly from ``root_dir/last.ckpt`` (weights, optimizers, normalizers, counters, RNG, env;
+        with several ranks each rank's own env state and RNG)."""
         if self.root_dir is None:
             raise ValueError("cannot resume: the runner has no root_dir")
-        remove_partial_writes(self.root_dir)  # temp files of a killed run's interrupted checkpoint writes
+        if self.is_global_zero:
+            remove_partial_writes(self.root_dir)  # temp files of a killed run's interrupted checkpoint writes
         self.load(self.root_dir / "last.ckpt", load_training_state=True)
         if self.metrics_csv is not None:
             self.metrics_csv.truncate_after(self.agent.epoch)

@@ -2,8 +2,11 @@
 
 Plays every motion from t = 0 with the deterministic policy and writes ``eval.json``, ``eval.csv``, a
 per-motion error chart and the failed-motions manifest to ``<run_dir>/eval/<timestamp>/`` (or ``out``);
-``viewer=`` also shows the play (native window, web page, MP4 + contact sheet). Every key is typed by
-:class:`simppo.eval.config.EvalCfg`. Bad input is one line, ``simppo-eval: error: ...``, exit status 2.
+``viewer=`` also shows the play (native window, web page, MP4 + contact sheet). ``sim=mujoco|mjwarp`` plays
+on another simulator backend than the run's (sim-to-sim; ``sim=mujoco`` runs on the CPU), and
+``randomization=deploy obs_noise=true`` with domain randomization and observation noise (sim-to-real).
+Every key is typed by :class:`simppo.eval.config.EvalCfg`. Bad input is one line,
+``simppo-eval: error: ...``, exit status 2.
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ def compose_cfg(schema: str, overrides: list[str]):
     register_eval_configs()
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
+    # simppo-train's ConfigStore groups (e.g. `sim`) would turn `sim=mujoco` into a group choice when both CLIs
+    # run in one process: hide those that share a name with a key of this schema while composing
+    from hydra.core.config_store import ConfigStore
+
+    repo = ConfigStore.instance().repo
+    keys = set(OmegaConf.structured(repo[f"{schema}.yaml"].node)) if f"{schema}.yaml" in repo else set()
+    hidden = {k: repo.pop(k) for k in list(repo) if k in keys and isinstance(repo[k], dict)}
     try:
         with initialize(version_base=None, config_path=None):
             node = compose(config_name=schema, overrides=list(overrides))
@@ -53,6 +63,7 @@ def compose_cfg(schema: str, overrides: list[str]):
         cause = str(exc.__cause__ or "").strip().splitlines()
         raise UsageError(f"{first} ({cause[0].strip()})" if cause else first) from None
     finally:
+        repo.update(hidden)
         GlobalHydra.instance().clear()
 
 
@@ -72,7 +83,8 @@ def run_metrics(cfg, run, device: str, out_dir: Path) -> dict:
 
     num_motions = count_motions(run, cfg.motion.files)
     num_envs = resolve_num_envs(cfg.num_envs, num_motions, device)
-    env = make_eval_env(run, num_envs, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None)
+    env = make_eval_env(run, num_envs, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None,
+                        randomization=cfg.randomization, obs_noise=cfg.obs_noise)
     model = build_model(run, device)
     if cfg.kinematic_replay:
         zeros = torch.zeros(num_envs, env.num_actions, device=device)
@@ -101,6 +113,9 @@ def run_metrics(cfg, run, device: str, out_dir: Path) -> dict:
         "simppo_version": simppo_version(),
         "device": device,
         "sim": type(env.sim).__name__,
+        "trained_sim": run.cfg.sim.name,
+        "randomization": cfg.randomization,
+        "obs_noise": bool(cfg.obs_noise),
         "num_envs": num_envs,
         "control_dt": float(env.dt),
         "motion_files": list(cfg.motion.files or run.cfg.motion.files),
@@ -130,7 +145,8 @@ def make_player(cfg, run, device: str):
     from simppo.eval.loading import build_model, make_eval_env
     from simppo.eval.player import Player
 
-    env = make_eval_env(run, 1, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None)
+    env = make_eval_env(run, 1, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None,
+                        randomization=cfg.randomization, obs_noise=cfg.obs_noise)
     model = build_model(run, device)
     return Player(env, model.act_inference, run.cfg.env.terminations)
 
@@ -174,7 +190,8 @@ def run_eval(cfg) -> int:
         raise EvalInputError(f"viewer={cfg.viewer}: choose one of {', '.join(VIEWERS)}")
     if cfg.viewer == "native" and not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
         raise EvalInputError("viewer=native needs a display (DISPLAY is not set); use viewer=web or viewer=video")
-    device = torch_device(cfg.device)
+    # MuJoCo C steps on the CPU: a sim-to-sim check of a GPU run (sim=mujoco) picks the CPU by itself
+    device = torch_device("cpu" if cfg.sim == "mujoco" and cfg.device == "auto" else cfg.device)
     init_warp()
     run = load_run(cfg.checkpoint, cfg.config, map_location=device)
     out_dir = Path(cfg.out).expanduser().resolve() if cfg.out else run.run_dir / "eval" / time.strftime(
@@ -206,18 +223,23 @@ def run_eval(cfg) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def cli_main(prog: str, doc: str, schema: str, run, argv: list[str] | None) -> int:
+    """Shared entry of the eval-side CLIs: ``--help`` prints ``doc``; ``argv`` composed on ``schema`` goes to
+    ``run(cfg) -> exit status``; bad input is one line and exit status 2."""
     from simppo.eval.loading import EvalInputError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(a in ("-h", "--help") for a in argv):
-        print(__doc__.strip().replace("``", ""))
+        print(doc.strip().replace("``", ""))
         return 0
     try:
-        cfg = compose_cfg("eval_schema", argv)
-        return run_eval(cfg)
+        return run(compose_cfg(schema, argv))
     except (UsageError, EvalInputError) as exc:
-        return fail(PROG, str(exc))
+        return fail(prog, str(exc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(PROG, __doc__, "eval_schema", run_eval, argv)
 
 
 if __name__ == "__main__":

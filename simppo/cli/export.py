@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from simppo.cli.eval import UsageError, compose_cfg, fail
+from simppo.cli.eval import cli_main
 
 PROG = "simppo-export"
 PARITY_TOL = 1e-5
@@ -49,16 +49,7 @@ def run_export(cfg) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from simppo.eval.loading import EvalInputError
-
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if any(a in ("-h", "--help") for a in argv):
-        print(__doc__.strip().replace("``", ""))
-        return 0
-    try:
-        return run_export(compose_cfg("export_schema", argv))
-    except (UsageError, EvalInputError) as exc:
-        return fail(PROG, str(exc))
+    return cli_main(PROG, __doc__, "export_schema", run_export, argv)
 
 
 if __name__ == "__main__":

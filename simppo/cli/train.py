@@ -2,6 +2,14 @@
 
 Bad input (a corrupt or foreign checkpoint, unreadable motion files, resume without a checkpoint) is one
 line on stderr, ``simppo-train: error: <file>: <what>``, and exit status 2 (no traceback).
+
+Several processes (``devices=N num_nodes=M``, or ``torchrun`` / SLURM ``srun`` with the same two keys): DDP on
+Lightning Fabric. ``fabric.launch()`` starts the other local ranks (or joins the external launch); each rank
+builds its own env with ``num_envs`` envs on its own device with seed ``seed + global rank``; global rank 0
+picks the run folder and alone writes ``config.yaml``, the logs and the checkpoints. An error found on any
+rank at start-up (config, checkpoint) is the same line on every rank; a rank lost during training stops the
+others with ``simppo-train: error: rank R/W: lost contact with another rank ...`` and exit status 1, within
+``dist_timeout_s``.
 """
 
 import os
@@ -19,25 +27,30 @@ from omegaconf import OmegaConf  # noqa: E402
 from simppo.config import TrainCfg, register_configs  # noqa: E402
 from simppo.paths import CONFIG_DIR  # noqa: E402
 
-CPU_DEFAULT_NUM_ENVS = 64  # MJWarp runs its kernels on one CPU core: small batches keep iterations short
+CPU_DEFAULT_NUM_ENVS = 256  # sim=auto → MuJoCo C threads: ~1,000 training steps/s on 2 cores
 GPU_DEFAULT_NUM_ENVS = 4096
 
 
-def fail(message: str) -> None:
-    """Print ``simppo-train: error: <message>`` (one line) and exit with status 2."""
+class UsageError(ValueError):
+    """Bad input found before training: reported as one line (see :func:`fail`)."""
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print ``simppo-train: error: <message>`` (one line) and exit with status ``code`` (2: bad input)."""
     print(f"simppo-train: error: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(2)
+    raise SystemExit(code)
 
 
 def resolve_run_dir(cfg: TrainCfg) -> Path:
-    """``run_dir`` if given; on ``resume`` the newest run of the experiment; else a new timestamped dir."""
+    """``run_dir`` if given; on ``resume`` the newest run of the experiment; else a new timestamped dir.
+    Raises :class:`UsageError` for ``resume=true`` without a run."""
     if cfg.run_dir:
         return Path(cfg.run_dir).expanduser().resolve()
     base = Path.cwd() / "runs" / cfg.experiment_name
     if cfg.resume:
         runs = sorted(p for p in base.glob("*") if (p / "last.ckpt").is_file())
         if not runs:
-            fail(f"resume=true but no run with last.ckpt under {base}")
+            raise UsageError(f"resume=true but no run with last.ckpt under {base}")
         return runs[-1]
     return base / time.strftime("%Y%m%d-%H%M%S")
 
@@ -52,8 +65,39 @@ def robot_source(cfg: TrainCfg) -> str:
     return str(CONFIG_DIR / "robot" / f"{choice}.yaml")
 
 
+def check_launch(cfg: TrainCfg) -> None:
+    """Raise :class:`UsageError` for ``devices`` / ``num_nodes`` / ``device`` values that cannot work, or that
+    disagree with an external launch (torchrun's ``WORLD_SIZE``, the tasks of a SLURM ``srun`` step)."""
+    if cfg.devices < 1 or cfg.num_nodes < 1:
+        raise UsageError(f"devices={cfg.devices} num_nodes={cfg.num_nodes}: both must be at least 1")
+    world = cfg.devices * cfg.num_nodes
+    if world > 1 and cfg.device not in ("auto", "cpu", "cuda"):
+        raise UsageError(f"device={cfg.device} with devices={cfg.devices} num_nodes={cfg.num_nodes}: each rank uses "
+                         "cuda:<local rank>; pass device=cuda (or auto, or cpu) and pick the GPUs with "
+                         "CUDA_VISIBLE_DEVICES")
+    for var, what in (("WORLD_SIZE", "processes (WORLD_SIZE)"), ("SLURM_NTASKS", "SLURM tasks (SLURM_NTASKS)")):
+        value = os.environ.get(var)
+        if var == "SLURM_NTASKS" and "SLURM_PROCID" not in os.environ:
+            continue  # an allocation, not an srun step: Fabric does not treat it as a launch
+        if value and value.isdigit() and int(value) > 1 and int(value) != world:
+            raise UsageError(f"launched as {value} {what} but devices={cfg.devices} x num_nodes={cfg.num_nodes} = "
+                             f"{world}; pass devices=<processes per node> num_nodes=<nodes>")
+
+
+def is_lost_rank_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a collective that failed because a peer died or timed out (gloo / NCCL)."""
+    import torch.distributed as dist
+
+    if isinstance(exc, getattr(dist, "DistError", ())):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(k in text for k in (
+        "gloo", "NCCL", "nccl", "Connection reset", "Connection closed", "Timed out", "timed out", "ProcessGroup"))
+
+
 def run(cfg_node) -> None:
     from simppo.agent.checkpoint import CheckpointError
+    from simppo.agent.distributed import DistributedConfigError, broadcast_object
     from simppo.agent.exploration import ExplorationConfigError
     from simppo.agent.ppo import PPO
     from simppo.agent.runner import Runner, StopOnSignal
@@ -61,57 +105,77 @@ def run(cfg_node) -> None:
     from simppo.motion.format import ShardFormatError
     from simppo.utils.device import enable_tf32, fabric_for, init_warp, resolve_device
     from simppo.utils.files import atomic_write_text
-    from simppo.utils.logger import make_logger
+    from simppo.utils.logger import NullLogger, make_logger
 
     cfg: TrainCfg = OmegaConf.to_object(cfg_node)
     if not cfg.robot.source:
         cfg.robot.source = robot_source(cfg)
     try:
+        check_launch(cfg)
         device = resolve_device(cfg.device)
     except ValueError as exc:
         fail(str(exc))
     if device.startswith("cuda") and not torch.cuda.is_available():
         fail(f"device={cfg.device}: CUDA is not available on this machine")
+    world = cfg.devices * cfg.num_nodes
+    if world > 1 and device == "cpu" and cfg.sim.threads is None:
+        cfg.sim.threads = max(1, (os.cpu_count() or 1) // cfg.devices)  # the ranks of a node share its cores
+    fabric = fabric_for(device, devices=cfg.devices, num_nodes=cfg.num_nodes, timeout_s=cfg.dist_timeout_s)
+    if world > 1:
+        fabric.launch()  # starts the other local ranks (or joins torchrun / SLURM) and the process group
+    rank, zero = fabric.global_rank, fabric.is_global_zero
+    device = resolve_device(fabric.device)  # the env, the policy and the motions share one device per rank
+    say = print if zero else (lambda *args, **kwargs: None)
     if cfg.num_envs is None:
         cfg.num_envs = CPU_DEFAULT_NUM_ENVS if device == "cpu" else GPU_DEFAULT_NUM_ENVS
     init_warp()
-    torch.manual_seed(cfg.seed)
-    run_dir = resolve_run_dir(cfg)
-    resume_path = run_dir / "last.ckpt"
-    if cfg.resume and not resume_path.is_file():
-        fail(f"resume=true but {resume_path} does not exist")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg_node, resolve=True))
+    seed = cfg.seed + rank  # every rank its own random streams (env resets, action noise)
+    torch.manual_seed(seed)
+    plan = None  # rank 0 picks the run folder (a timestamp, or the newest run on resume); every rank uses it
+    if zero:
+        try:
+            run_dir = resolve_run_dir(cfg)
+            if cfg.resume and not (run_dir / "last.ckpt").is_file():
+                raise UsageError(f"resume=true but {run_dir / 'last.ckpt'} does not exist")
+            run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg_node, resolve=True))
+            plan = (str(run_dir), None)
+        except (UsageError, OSError) as exc:
+            plan = (None, str(exc))
+    if world > 1:
+        plan = broadcast_object(plan, src=0)
+    if plan[1] is not None:
+        fail(plan[1])
+    run_dir = Path(plan[0])
 
-    fabric = fabric_for(device)
-    device = resolve_device(fabric.device)  # the env, the policy and the motions share one device
     enable_tf32(device)
-    print("simppo-train: compiling kernels (first run on this machine; later runs load them from Warp's cache) ...",
-          flush=True)
+    say("simppo-train: compiling kernels (first run on this machine; later runs load them from Warp's cache) ...",
+        flush=True)
     t0 = time.perf_counter()
     try:
-        env = make_env(cfg.env, cfg.num_envs, device=device, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+        env = make_env(cfg.env, cfg.num_envs, device=device, seed=seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
                        motion_cfg=cfg.motion)
     except ShardFormatError as exc:
         fail(str(exc))
     sim = getattr(env, "sim", None)
     if sim is not None:
         sim.warm_up()  # compiles the physics kernels and captures the CUDA graphs before the first step
-    print(f"simppo-train: kernels ready in {time.perf_counter() - t0:.1f} s", flush=True)
-    logger = make_logger(cfg.logger, cfg.wandb, str(run_dir), run_dir.name,
-                         OmegaConf.to_container(cfg_node, resolve=True))
+    say(f"simppo-train: kernels ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    logger = NullLogger()
+    if zero:
+        logger = make_logger(cfg.logger, cfg.wandb, str(run_dir), run_dir.name,
+                             OmegaConf.to_container(cfg_node, resolve=True))
     try:
         agent = PPO(fabric, env, cfg.agent, root_dir=run_dir)
-    except ExplorationConfigError as exc:
+        agent.setup()
+    except (ExplorationConfigError, DistributedConfigError) as exc:
         fail(str(exc))
-    agent.setup()
-    hooks = []
-    if cfg.video_every > 0:
+    hooks, evaluator = [], None  # rank 0 alone records clips and evaluates
+    if zero and cfg.video_every > 0:
         from simppo.eval.training_video import TrainingVideo
 
         hooks.append((cfg.video_every, TrainingVideo(cfg, run_dir, device, log_to_wandb=cfg.logger == "wandb")))
-    evaluator = None
-    if cfg.eval_every > 0 and getattr(env, "motion_lib", None) is not None:
+    if zero and cfg.eval_every > 0 and getattr(env, "motion_lib", None) is not None:
         from simppo.eval.periodic import PeriodicEvaluator
 
         evaluator = PeriodicEvaluator(cfg, device)
@@ -124,13 +188,25 @@ def run(cfg_node) -> None:
             runner.load(cfg.checkpoint, load_training_state=False)
     except CheckpointError as exc:
         fail(str(exc))
-    with StopOnSignal(runner):
-        print(f"simppo-train: {type(env).__name__} num_envs={cfg.num_envs} device={device} run_dir={run_dir}",
-              flush=True)
-        runner.train()
+    ranks = f" ranks={world} (num_envs per rank)" if world > 1 else ""
+    try:
+        with StopOnSignal(runner):
+            say(f"simppo-train: {type(env).__name__} num_envs={cfg.num_envs}{ranks} device={device} "
+                f"run_dir={run_dir}", flush=True)
+            runner.train()
+    except CheckpointError as exc:  # a failed checkpoint write: the same message on every rank
+        fail(str(exc), code=1)
+    except Exception as exc:
+        if world == 1 or not is_lost_rank_error(exc):
+            raise
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"simppo-train: error: rank {rank}/{world}: lost contact with another rank at epoch {agent.epoch} "
+              f"({reason[:300]}); every checkpoint in {run_dir} is complete: continue with resume=true",
+              file=sys.stderr, flush=True)
+        os._exit(1)  # a collective of a broken process group may block at interpreter exit
     logger.finish()
     env.close()
-    print(f"simppo-train: done at epoch {agent.epoch}; checkpoints in {run_dir}", flush=True)
+    say(f"simppo-train: done at epoch {agent.epoch}; checkpoints in {run_dir}", flush=True)
 
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="train")

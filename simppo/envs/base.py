@@ -8,7 +8,9 @@
   bootstrap time-outs.
 - ``reward [N]`` float32, ``terminated [N]`` / ``truncated [N]`` bool.
 - ``extras["episode"]``: dict of ``[N]`` tensors summed over the episode that just ended (valid where
-  ``terminated | truncated``), e.g. ``reward``, ``length`` and per-term sums.
+  ``terminated | truncated``), e.g. ``reward``, ``length`` and per-term sums. An env may also give the
+  same statistics as one table, ``extras["episode_table"] = (keys, [N, K] tensor)``; the agent then
+  sums all of them in one reduction per step instead of one per key.
 - Envs that simulate physics also report ``extras["unstable"]`` (bool ``[N]``: worlds the simulator
   flagged non-finite or exploded in this step; they are terminated with a zero reward and a zero
   terminal observation, then reset) and ``extras["num_unstable"]`` (int ``[1]``, their count, taken

@@ -21,6 +21,15 @@ from simppo.eval.loading import LoadedRun
 from simppo.eval.outfiles import temp_output
 
 POLICY_FORMAT = "simppo-policy"
+_CONVENTIONS = {
+    "default": "quaternions wxyz; body terms relative to the root in its heading frame; future terms: the "
+               "reference relative to the robot's anchor body (see simppo/envs/imitation/spec.py)",
+    "deploy": "quaternions wxyz; IMU (gravity_b, root_ang_vel_b in the root frame) and encoder terms; per future "
+              "frame: ref_anchor_pos = reference anchor at k - reference anchor now in the reference's heading "
+              "frame now, anchor_rot6d = reference anchor at k relative to the robot's anchor (torso), "
+              "ref_joint_pos, ref_body_pos = reference bodies - reference anchor at k in its heading frame "
+              "(see simppo/envs/imitation/spec.py)",
+}
 
 
 def simppo_version() -> str:
@@ -100,7 +109,8 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
     control_dt = physics_dt * cfg.sim.decimation
     nj, nt = len(cfg.robot.joint_names), len(cfg.robot.tracked_bodies)
     future = list(cfg.env.future_steps)
-    slices = spec.obs_slices(nj, nt, future, privileged=False)
+    observations = cfg.env.observations  # default | deploy: the layout the policy was trained on
+    slices = spec.actor_obs_slices(nj, nt, future, observations)
     agent = run.state.get("config") or {}
     return {
         "format": POLICY_FORMAT,
@@ -124,11 +134,11 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
         "observation": {
             "dim": run.layout.obs_dim,
             "obs_clip": float(agent.get("obs_clip", cfg.agent.obs_clip)),
+            "set": observations,
             "layout": [{"name": k, "start": s.start, "stop": s.stop} for k, s in slices.items()],
-            "conventions": "quaternions wxyz; body terms relative to the root in its heading frame; future "
-                           "terms: the reference relative to the robot's anchor body (see simppo/envs/imitation/"
-                           "spec.py)",
+            "conventions": _CONVENTIONS[observations],
         },
+        "training": {"randomization": cfg.env.randomization.name, "obs_noise": bool(cfg.env.obs_noise)},
         "future_steps": future,
         "future_offsets_s": [k * control_dt for k in future],
         "root_body": cfg.robot.root_body,

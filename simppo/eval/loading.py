@@ -94,9 +94,9 @@ def load_train_config(path: str | Path) -> TrainCfg:
 def config_layout(cfg: TrainCfg) -> PolicyLayout:
     """The observation / action dims the env of ``cfg`` produces (from the spec; no env is built)."""
     nj, nt = len(cfg.robot.joint_names), len(cfg.robot.tracked_bodies)
-    actor, full = spec.obs_dims(nj, nt, list(cfg.env.future_steps), cfg.env.privileged_critic)
+    actor, full = spec.obs_dims(nj, nt, list(cfg.env.future_steps), cfg.env.privileged_critic, cfg.env.observations)
     detail = (f"future_steps {list(cfg.env.future_steps)}, {nj} joints, {nt} tracked bodies, "
-              f"privileged_critic {cfg.env.privileged_critic}")
+              f"privileged_critic {cfg.env.privileged_critic}, observations {cfg.env.observations}")
     return PolicyLayout(actor, full, nj, detail)
 
 
@@ -156,11 +156,20 @@ def build_model(run: LoadedRun, device: str = "cpu") -> PPOModel:
     return model.to(device).eval()
 
 
-def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None):
+def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: str | None = None,
+                 obs_noise: bool | None = None):
     """A copy of the trained env config for deterministic play from t = 0: no termination thresholds (the
     evaluation checks them), no clip-end truncation and no time-out. Physics, observations and rewards
-    are unchanged."""
+    are unchanged; domain randomization and observation noise are off unless ``randomization``
+    (``none`` | ``deploy``) / ``obs_noise`` ask for them (drawn from the run's seed: reproducible)."""
+    from simppo.envs.imitation.config import RANDOMIZATIONS
+
     cfg = copy.deepcopy(env_cfg)
+    name = randomization or "none"
+    if name not in RANDOMIZATIONS:
+        raise EvalInputError(f"randomization={name}: choose one of {', '.join(RANDOMIZATIONS)}")
+    cfg.randomization = RANDOMIZATIONS[name]()
+    cfg.obs_noise = bool(obs_noise)
     cfg.terminations.anchor_height = _NEVER
     cfg.terminations.anchor_ori = _NEVER
     cfg.terminations.ee_height = _NEVER
@@ -172,9 +181,12 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None):
 
 
 def build_eval_env(cfg: TrainCfg, num_envs: int, device: str, motion_files: list[str] | None = None,
-                   sim_name: str | None = None, kinematic_replay: bool | None = None):
+                   sim_name: str | None = None, kinematic_replay: bool | None = None,
+                   randomization: str | None = None, obs_noise: bool | None = None):
     """The env of ``cfg`` (same robot, sim settings and observation layout) in evaluation mode
-    (:func:`eval_env_cfg`), optionally on other motions or another simulator backend."""
+    (:func:`eval_env_cfg`), optionally on other motions, another simulator backend (``sim_name``: a policy
+    trained on ``mjwarp`` plays on ``mujoco`` and vice versa, the sim-to-sim check) or with domain
+    randomization / observation noise."""
     from simppo.envs import make_env
     from simppo.motion.config import MotionCfg
 
@@ -183,16 +195,19 @@ def build_eval_env(cfg: TrainCfg, num_envs: int, device: str, motion_files: list
     if sim_name:
         sim_cfg.name = sim_name
     try:
-        return make_env(eval_env_cfg(cfg.env, kinematic_replay), num_envs, device=device, seed=cfg.seed,
-                        robot_cfg=cfg.robot, sim_cfg=sim_cfg, motion_cfg=motion_cfg)
+        env_cfg = eval_env_cfg(cfg.env, kinematic_replay, randomization, obs_noise)
+        return make_env(env_cfg, num_envs, device=device, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=sim_cfg,
+                        motion_cfg=motion_cfg)
     except (FileNotFoundError, ValueError) as exc:
         raise EvalInputError(_one_line(exc)) from None
 
 
 def make_eval_env(run: LoadedRun, num_envs: int, device: str, motion_files: list[str] | None = None,
-                  sim_name: str | None = None, kinematic_replay: bool | None = None):
+                  sim_name: str | None = None, kinematic_replay: bool | None = None,
+                  randomization: str | None = None, obs_noise: bool | None = None):
     """:func:`build_eval_env` for a loaded run, checking the env's layout against the checkpoint's."""
-    env = build_eval_env(run.cfg, num_envs, device, motion_files, sim_name, kinematic_replay)
+    env = build_eval_env(run.cfg, num_envs, device, motion_files, sim_name, kinematic_replay, randomization,
+                         obs_noise)
     got = (env.actor_dim, env.full_dim, env.num_actions)
     if got != run.layout.dims():  # the spec and the env disagree only if the env changed under us
         raise EvalInputError(f"{run.checkpoint}: checkpoint layout [{run.layout.describe()}] does not match the "

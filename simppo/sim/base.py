@@ -42,6 +42,50 @@ class SimState:
     self_contacts: wp.array(dtype=wp.float32)
 
 
+VEC10 = wp.types.vector(length=10, dtype=wp.float32)  # MuJoCo's actuator gain / bias parameters (mjNGAIN)
+
+
+@wp.struct
+class WorldParams:
+    """Per-world model parameters (MuJoCo ``MjModel`` fields of the same names), ``[W, ...]`` with ``W =
+    num_envs`` after :meth:`SimBackend.enable_world_params` (``W = 1``: the nominal values). World ``w``
+    steps with row ``w``: ``geom_friction [W, ngeom]`` vec3 (slide, spin, roll), ``body_ipos [W, nbody]``
+    vec3 (centre of mass in the body frame), ``body_mass [W, nbody]``, ``body_inertia [W, nbody]`` vec3,
+    ``body_subtreemass [W, nbody]`` (kept consistent with ``body_mass`` by whoever writes it),
+    ``actuator_gainprm`` / ``actuator_biasprm [W, nu]`` vec10 (position servo: ``gain[0] = kp``,
+    ``bias[1] = -kp``, ``bias[2] = -kv``). Other derived constants (``body_invweight0`` ...) stay nominal."""
+
+    geom_friction: wp.array2d(dtype=wp.vec3)
+    body_ipos: wp.array2d(dtype=wp.vec3)
+    body_mass: wp.array2d(dtype=wp.float32)
+    body_inertia: wp.array2d(dtype=wp.vec3)
+    body_subtreemass: wp.array2d(dtype=wp.float32)
+    actuator_gainprm: wp.array2d(dtype=VEC10)
+    actuator_biasprm: wp.array2d(dtype=VEC10)
+
+
+WORLD_PARAM_FIELDS = ("geom_friction", "body_ipos", "body_mass", "body_inertia", "body_subtreemass",
+                      "actuator_gainprm", "actuator_biasprm")
+
+
+def world_param_values(m: mujoco.MjModel, num_worlds: int) -> dict[str, np.ndarray]:
+    """The model's values of :data:`WORLD_PARAM_FIELDS`, float32, repeated ``[num_worlds, ...]``."""
+    out = {}
+    for name in WORLD_PARAM_FIELDS:
+        value = np.asarray(getattr(m, name), dtype=np.float32)
+        out[name] = np.ascontiguousarray(np.broadcast_to(value, (num_worlds, *value.shape)))
+    return out
+
+
+def nominal_world_params(m: mujoco.MjModel, device: str) -> WorldParams:
+    """The model's own :class:`WorldParams` (``W = 1``) on Warp ``device``."""
+    p = WorldParams()
+    dtypes = dict(WorldParams.vars)
+    for name, value in world_param_values(m, 1).items():
+        setattr(p, name, wp.array(value, dtype=dtypes[name].type.dtype, device=device))
+    return p
+
+
 class SimBackend(ABC):
     """``num_envs`` worlds of one robot behind one small interface.
 
@@ -112,6 +156,13 @@ class SimBackend(ABC):
     @abstractmethod
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`, then recompute the views."""
+
+    def enable_world_params(self) -> WorldParams:
+        """Give every world its own copy of the :class:`WorldParams` fields (all at their nominal values) and
+        return Warp views of them ``[N, ...]`` on ``wp_device``. Kernels may write them at any time between
+        steps (no host sync); a world steps, resets and recomputes its views with its own row. Idempotent;
+        call it before :meth:`warm_up` (backends that capture graphs recapture them)."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-world model parameters")
 
     def reset_all_home(self) -> None:
         """Every world to the home keyframe (zero velocity, ``ctrl`` = home ctrl)."""

@@ -46,7 +46,8 @@ class SimCfg:
     nconmax: int | None = 64
     njmax: int | None = 224
     use_cuda_graph: bool = True
-    """Capture the decimated step as a CUDA graph on CUDA devices (ignored on CPU)."""
+    """On CUDA devices with Warp's memory pool: capture the decimated step, the masked reset, ``forward`` and
+    ``kinematics`` as CUDA graphs (ignored on CPU; without the pool, a warning and eager launches)."""
     # --- mujoco
     threads: int | None = None
     """Worker threads stepping the worlds with MuJoCo C; ``None`` → ``os.cpu_count()``."""

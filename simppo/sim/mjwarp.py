@@ -25,7 +25,7 @@ from simppo.kernels.sim.guard import GuardBuffers, guard
 from simppo.kernels.sim.overflow import OverflowBuffers, collect_overflow
 from simppo.kernels.sim.reset import ResetBuffers, reset
 from simppo.robot.config import RobotCfg, load_robot_cfg
-from simppo.sim.base import SimBackend, SimState
+from simppo.sim.base import SimBackend, SimState, WorldParams, world_param_values
 from simppo.sim.common import configure_model, geom_foot_map, home_state, robot_collision_geoms, root_height_adr
 from simppo.sim.config import SimCfg
 from simppo.utils.device import (
@@ -116,6 +116,7 @@ class MJWarpSim(SimBackend):
         self._bind(m)
 
         self._graphs: dict[str, wp.Graph] = {}
+        self.world_params: WorldParams | None = None
         self._capture_stream = wp.Stream(self.wp_device) if self.use_graph and wp.get_device(self.wp_device).is_cuda \
             else None
         with wp.ScopedDevice(self.wp_device):
@@ -245,6 +246,22 @@ class MJWarpSim(SimBackend):
         out = {"env/overflow": self._num_overflow[0].clone()}
         self._num_overflow.zero_()
         return out
+
+    def enable_world_params(self) -> WorldParams:
+        """MJWarp model fields are batched along the world axis (shape ``[1, ...]`` shared, ``[N, ...]`` per
+        world; MJWarp reads row ``world % W``): the fields of :class:`WorldParams` become ``[N, ...]`` copies of
+        the nominal values, as mjlab's ``expand_model_fields`` does. Graphs captured before are dropped."""
+        if self.world_params is None:
+            p = WorldParams()
+            for name, value in world_param_values(self.mj_model, self.num_envs).items():
+                old = getattr(self.model, name)
+                arr = wp.array(value, dtype=old.dtype, device=self.wp_device)
+                arr._is_batched = True  # as mujoco_warp.put_model marks its batched fields
+                setattr(self.model, name, arr)
+                setattr(p, name, arr)
+            self.world_params = p
+            self._graphs.clear()
+        return self.world_params
 
     def reset_worlds(self, mask: torch.Tensor, qpos_target: torch.Tensor, qvel_target: torch.Tensor) -> None:
         """Set ``qpos``/``qvel`` of the worlds where ``mask [N]`` (bool/int) is set from

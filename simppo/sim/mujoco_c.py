@@ -28,6 +28,7 @@ state and stays flagged until it is reset (MJWarp steps it; the env resets flagg
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import warnings
@@ -42,7 +43,7 @@ from simppo.kernels.sim.body_vel import BodyVelBuffers, body_velocities
 from simppo.kernels.sim.contact import ContactBuffers, contacts
 from simppo.kernels.sim.guard import GuardBuffers, guard
 from simppo.robot.config import RobotCfg, load_robot_cfg
-from simppo.sim.base import SimBackend, SimState
+from simppo.sim.base import WORLD_PARAM_FIELDS, SimBackend, SimState, WorldParams, world_param_values
 from simppo.sim.common import configure_model, geom_foot_map, home_state, robot_collision_geoms, root_height_adr
 from simppo.sim.config import SimCfg
 from simppo.utils.device import init_warp, resolve_device, warp_view
@@ -90,6 +91,10 @@ class MuJoCoSim(SimBackend):
         mjd, self.home_qpos, self.home_ctrl = home_state(m)
         self.threads = max(1, min(int(c.threads or os.cpu_count() or 1), n))
         self.data = [mjd] + [mujoco.MjData(m) for _ in range(self.threads - 1)]
+        self.models = [m] * self.threads  # one copy per thread once worlds have their own parameters
+        self.world_params: WorldParams | None = None
+        self._world_rows: list[np.ndarray] = []  # per field [N, ...] float32 (the world parameters)
+        self._model_fields: list[list[np.ndarray]] = []  # per thread, its model's arrays of the same fields
         self._pool = ThreadPoolExecutor(self.threads - 1) if self.threads > 1 else None
 
         # --- float64 state of every world (home keyframe)
@@ -207,14 +212,17 @@ class MuJoCoSim(SimBackend):
     # --------------------------------------------------------------- workers
     def _worker(self, tid: int, op: int, worlds) -> None:
         """Process the worlds handed out by ``worlds`` (a shared counter) with this thread's ``MjData``."""
-        m, d, spec, n, todo = self.mj_model, self.data[tid], STATE_SPEC, self.num_envs, self._todo
+        m, d, spec, n, todo = self.models[tid], self.data[tid], STATE_SPEC, self.num_envs, self._todo
         rows, nstep = self._rows, self.decimation
         xpos_rows, xquat_rows, cvel_rows, com_rows = self._out_rows
+        params = list(zip(self._model_fields[tid], self._world_rows, strict=True)) if self._world_rows else ()
         for w in worlds:
             if w >= n:
                 return
             if not todo[w]:
                 continue
+            for dst, src in params:  # this world's parameters into the thread's model copy
+                np.copyto(dst, src[w])
             row = rows[w]
             mujoco.mj_setState(m, d, row, spec)
             if op == _FORWARD:
@@ -346,6 +354,25 @@ class MuJoCoSim(SimBackend):
 
     def set_penalized_geoms(self, geom_mask: np.ndarray) -> None:
         self.wp_geom_penalized.assign(np.asarray(geom_mask, dtype=np.int32).reshape(self.mj_model.ngeom))
+
+    def enable_world_params(self) -> WorldParams:
+        """The fields of :class:`WorldParams` get float32 ``[N, ...]`` host buffers (Warp views returned) and
+        every thread its own ``MjModel`` copy: before a thread steps, resets or recomputes world ``w``, it
+        writes row ``w`` of each field into its copy (the same semantics as MJWarp's batched fields)."""
+        if self.world_params is None:
+            p = WorldParams()
+            dtypes = dict(WorldParams.vars)
+            values = world_param_values(self.mj_model, self.num_envs)
+            tensors = {name: torch.from_numpy(v) for name, v in values.items()}
+            with wp.ScopedDevice("cpu"):
+                for name, t in tensors.items():
+                    dtype = dtypes[name].type.dtype
+                    setattr(p, name, warp_view(t, None if dtype == wp.float32 else dtype))
+            self._world_rows = [tensors[name].numpy() for name in WORLD_PARAM_FIELDS]
+            self.models = [copy.deepcopy(self.mj_model) for _ in range(self.threads)]
+            self._model_fields = [[getattr(mt, name) for name in WORLD_PARAM_FIELDS] for mt in self.models]
+            self.world_params = p
+        return self.world_params
 
     def state_dict(self) -> dict:
         """``qpos``, ``qvel``, ``qacc_warmstart`` (float64) and ``ctrl`` (float32) copies."""

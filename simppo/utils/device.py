@@ -116,13 +116,30 @@ def enable_tf32(device: str | torch.device) -> None:
         torch.set_float32_matmul_precision("high")
 
 
-def fabric_for(device: str | torch.device, **kwargs):
+def fabric_for(device: str | torch.device, devices: int = 1, num_nodes: int = 1, timeout_s: float | None = None,
+               **kwargs):
     """A Lightning ``Fabric`` whose ``fabric.device`` is ``device`` (``Fabric(devices=1)`` always means
-    ``cuda:0``; a list of indices picks the GPU). ``kwargs`` go to ``Fabric`` (default precision 32-true)."""
+    ``cuda:0``; a list of indices picks the GPU). ``kwargs`` go to ``Fabric`` (default precision 32-true).
+
+    ``devices`` processes per node on ``num_nodes`` nodes (more than one in all): DDP (``strategy=ddp``) over
+    gloo on the CPU or NCCL on CUDA, each rank on ``cuda:<local rank>`` (or the CPU), with ``timeout_s`` for
+    every collective (a rank that waits longer for a lost peer fails). ``fabric.launch()`` then starts the
+    other local ranks, or joins a torchrun / SLURM launch (Fabric reads their environment variables)."""
     from lightning_fabric import Fabric
 
     name = resolve_device(device)
     kwargs.setdefault("precision", "32-true")
+    if devices * num_nodes > 1:
+        from datetime import timedelta
+
+        from lightning_fabric.strategies import DDPStrategy
+
+        cpu = name == "cpu"
+        timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
+        strategy = DDPStrategy(process_group_backend="gloo" if cpu else "nccl",
+                               **({"timeout": timeout} if timeout is not None else {}))
+        return Fabric(accelerator="cpu" if cpu else "cuda", devices=devices, num_nodes=num_nodes, strategy=strategy,
+                      **kwargs)
     if name == "cpu":
         return Fabric(accelerator="cpu", devices=1, **kwargs)
     return Fabric(accelerator="cuda", devices=[int(name.split(":")[1])], **kwargs)

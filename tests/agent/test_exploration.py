@@ -110,7 +110,8 @@ CHANGES = {
     "reordered_motions": (("A", "B"), ("A_reordered", "B"), "A",
                           ["motions reordered inside", "shard 0", "motion 0 is 'stand_sway' in the checkpoint, "
                            "'squat' now"]),
-    "removed_middle": (("A", "B", "C"), ("A", "C"), "B", ["motion shard removed", "shard 1", "1 motions, rows 2..2"]),
+    "removed_middle": (("A", "B", "C"), ("A", "C"), "B",
+                       ["motion shard removed", "shard 1", "1 motion, rows 2..2", "(motions ['walk'])"]),
     "removed_last": (("A", "B"), ("A",), "B", ["motion shard removed", "shard 1"]),
     "resized": (("A", "B"), ("A_resized", "B"), "A",
                 ["motion shard resized", "shard 0", "has 3 motions now", "added ['step_in_place']"]),
@@ -216,6 +217,12 @@ def test_snapshot_holds_every_motion_sigma_per_joint_group(motion_packs, tmp_pat
     assert doc["motions"][1]["sigma"]["left_leg"] == 1.0
     assert doc["motions"][0]["sigma_mean"] == pytest.approx(0.367879, abs=1e-6)
     assert doc["motions"][2]["shard"].startswith(str(motion_packs["B"]))
+    e = pytest.approx(0.367879, abs=1e-6)
+    assert doc["sigma_spread"] == {"min": e, "median": e, "max": 1.0}
+    lines = path.read_text().splitlines()
+    counts = [sum(f'"{n}"' in line for line in lines) for n in ("stand_sway", "squat", "walk", "left_leg")]
+    assert counts == [1, 1, 1, 4]
+    assert len(lines) == 23  # braces, 4 scalars, 3 + 5 + 3 entries with their brackets: one line per group and motion
 
 
 @pytest.mark.parametrize("where", ["write", "replace"])

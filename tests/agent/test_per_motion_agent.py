@@ -183,9 +183,10 @@ def test_runner_writes_the_sidecar_with_every_last_ckpt_on_rank_zero_only(motion
     sigma = agent.model.actor.log_std.detach().exp()
     assert side["motions"][1]["sigma_mean"] == pytest.approx(float(sigma[1].mean()), abs=1e-6)
     (tmp_path / SNAPSHOT_FILE).unlink()
+    (tmp_path / "last.ckpt").unlink()
     agent.fabric = types.SimpleNamespace(is_global_zero=False, device=torch.device("cpu"))
-    Runner(agent, tmp_path).save("last.ckpt")
-    assert (tmp_path / "last.ckpt").is_file() and not (tmp_path / SNAPSHOT_FILE).exists()
+    Runner(agent, tmp_path).save("last.ckpt")  # another rank: neither the checkpoint nor the sidecar
+    assert not (tmp_path / "last.ckpt").exists() and not (tmp_path / SNAPSHOT_FILE).exists()
 
 
 class TwoRankFabric:
@@ -224,3 +225,24 @@ def test_inference_is_the_mean_and_needs_no_motion_ids(motion_packs):
                      agent.config.actor, agent.config.critic, num_rows=log_std_rows(state))
     model.load_state_dict(state)  # the eval loader builds the table from the checkpoint's shape
     torch.testing.assert_close(model.act_inference(obs["obs"]), agent.model.act_inference(obs))
+
+
+def test_resume_after_appending_a_shard_keeps_old_rows_and_sampler_bins(motion_packs, tmp_path):
+    """Full resume (training state) from A + B into A + B + C: old σ rows and the start-state sampler's
+    failure EMA of the old motions are kept; C's rows start from the old rows' mean, its bins at zero."""
+    agent = seeded_agent(motion_packs, "A", "B", root_dir=tmp_path)
+    agent.train_iteration()
+    agent.env.sampler.failure_ema.copy_(torch.rand_like(agent.env.sampler.failure_ema))
+    Runner(agent, tmp_path).save("last.ckpt")
+    state = torch.load(tmp_path / "last.ckpt", weights_only=True)
+
+    grown = seeded_agent(motion_packs, "A", "B", "C", seed=3, root_dir=tmp_path)
+    Runner(grown, tmp_path).resume()
+    old_ema = state["env"]["sampler"]["failure_ema"]
+    ema = grown.env.sampler.failure_ema
+    assert ema.shape[0] > old_ema.shape[0]
+    assert torch.equal(ema[:old_ema.shape[0]], old_ema) and (ema[old_ema.shape[0]:] == 0).all()
+    old, new = state["model"]["actor.log_std"], grown.model.actor.log_std.detach()
+    assert torch.equal(new[:old.shape[0]], old)
+    assert grown.epoch == 1
+    grown.train_iteration()

@@ -102,8 +102,9 @@ def ref_state(env) -> dict[str, torch.Tensor]:
 def tracking_obs(rs: dict, ref: dict, actions: torch.Tensor, default_joint_pos: torch.Tensor, tracked: list[int],
                  root_id: int, anchor_id: int, qpos_start: int, dof_start: int, privileged: bool
                  ) -> dict[str, torch.Tensor]:
-    """Every observation term ``[N, width]`` by its column name (``spec.obs_terms``: future-frame terms
-    are ``future{k}_<name>`` for slot ``k`` of ``future_steps``; the caller names slots via ``future_steps``)."""
+    """Every observation term ``[N, width]`` of every observation set by its column name (future-frame terms
+    are ``slot{f}_<name>`` for reference slot ``f``; :func:`assemble_obs` maps them to ``future{k}_<name>``).
+    ``default_joint_pos``: ``[A]`` or per env ``[N, A]`` (calibration offsets)."""
     actions, default_joint_pos = f64(actions), f64(default_joint_pos)
     nj = actions.shape[1]
     n = actions.shape[0]
@@ -132,6 +133,13 @@ def tracking_obs(rs: dict, ref: dict, actions: torch.Tensor, default_joint_pos: 
         parts[f"slot{f}_anchor_rot6d"] = rot6d(q_mul(q_conj(anchor_quat), bq[:, a - 1]))
         parts[f"slot{f}_body_pos"] = q_rotate_inv(hb.expand(n, nt, 4), bp[:, rb] - anchor_pos[:, None]).reshape(n, -1)
         parts[f"slot{f}_body_rot6d"] = rot6d(q_mul(q_conj(hb).expand(n, nt, 4), bq[:, rb])).reshape(n, -1)
+        # deploy set: the reference's own motion, in the reference's heading frames
+        h0 = q_heading(ref["body_quat_w"][:, 0, a - 1])
+        hf = q_heading(bq[:, a - 1])
+        parts[f"slot{f}_ref_anchor_pos"] = q_rotate_inv(h0, bp[:, a - 1] - ref["body_pos_w"][:, 0, a - 1])
+        parts[f"slot{f}_ref_joint_pos"] = ref["dof_pos"][:, f]
+        parts[f"slot{f}_ref_body_pos"] = q_rotate_inv(hf[:, None].expand(n, nt, 4),
+                                                      bp[:, rb] - bp[:, a - 1][:, None]).reshape(n, -1)
     if privileged:
         parts.update({
             "ref_anchor_lin_vel": q_rotate_inv(h, ref["body_lin_vel_w"][:, 0, a - 1]),
@@ -143,19 +151,24 @@ def tracking_obs(rs: dict, ref: dict, actions: torch.Tensor, default_joint_pos: 
     return parts
 
 
-def assemble_obs(parts: dict[str, torch.Tensor], future_steps: list[int], privileged: bool) -> torch.Tensor:
+def assemble_obs(parts: dict[str, torch.Tensor], future_steps: list[int], privileged: bool,
+                 observations: str = "default") -> torch.Tensor:
     """Full rows ``[N, D]`` in the layout the env's spec declares (future frame ``k`` = slot ``i + 1``)."""
     from simppo.envs.imitation.spec import obs_terms
 
-    slot_of = {f"future{k}_": f"slot{i + 1}_" for i, k in enumerate(future_steps)}
-    cols = []
-    for name, _ in obs_terms(future_steps, privileged):
-        for prefix, slot in slot_of.items():
-            if name.startswith(prefix):
-                name = slot + name[len(prefix):]
-                break
-        cols.append(parts[name])
-    return torch.cat(cols, dim=1)
+    terms = obs_terms(future_steps, privileged, observations)
+    return torch.cat([parts[t.name if slot is None else f"slot{slot}_{t.name}"] for _, t, slot in terms], dim=1)
+
+
+def observation_noise_bounds(clean_actor: torch.Tensor, scales: torch.Tensor, unstable: torch.Tensor
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lo, hi) ``[N, actor_dim]`` of the actor's noisy view: clean ± scale per column (uniform noise);
+    an unstable world's row is exactly zero."""
+    clean, scales = f64(clean_actor), f64(scales)[None]
+    lo, hi = clean - scales, clean + scales
+    bad = unstable.cpu() != 0
+    lo[bad], hi[bad] = 0.0, 0.0
+    return lo, hi
 
 
 # ------------------------------------------------------------------ rewards
@@ -288,6 +301,6 @@ def reference_state(ref: dict, qpos_start: int, dof_start: int, nq: int, nv: int
 
 def apply_actions(actions: torch.Tensor, default_joint_pos: torch.Tensor, action_scale: torch.Tensor,
                   clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ctrl = default + scale * clip(a), clip(a))."""
+    """(ctrl = default + scale * clip(a), clip(a)); ``default_joint_pos [A]`` or per env ``[N, A]``."""
     a = f64(actions).clamp(-clip, clip)
     return f64(default_joint_pos) + f64(action_scale) * a, a

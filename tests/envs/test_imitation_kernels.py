@@ -3,6 +3,8 @@ termination flags equal a plain-torch float64 reference (``imitation_reference.p
 (atol 1e-5); plus the reference-state reset, the actions kernel, the undesired-contacts count (against
 MuJoCo C contacts) and the adaptive sampler."""
 
+from dataclasses import replace
+
 import mujoco
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ import torch
 import warp as wp
 
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
+from simppo.envs.imitation.config import DeployRandomizationCfg
 from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
 from simppo.envs.imitation.spec import CAUSE_CODE, ERROR_NAMES, TRACKING_NAMES
 from simppo.envs.imitation.spec import REWARD_NAMES as REWARD_TERMS
@@ -111,15 +114,13 @@ def _assert_close(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
                     f"{detail}")
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_observations_match_reference(env, seed):
-    randomize(env, seed)
+def _check_observations(env) -> None:
     env._compute_observations()
     tracked, _ = _ids(env)
-    parts = R.tracking_obs(R.robot_state(env), R.ref_state(env), env.actions, _const(env, "default_joint_pos"),
+    parts = R.tracking_obs(R.robot_state(env), R.ref_state(env), env.actions, env.default_joint_pos,
                            tracked, env.root_id, env.anchor_id, env.joint_qpos_start, env.joint_dof_start,
                            env.cfg.privileged_critic)
-    want = R.assemble_obs(parts, env.cfg.future_steps, env.cfg.privileged_critic)
+    want = R.assemble_obs(parts, env.cfg.future_steps, env.cfg.privileged_critic, env.cfg.observations)
     want[env.sim.unstable.cpu() != 0] = 0.0  # an unstable world's row is zero (its state may be NaN; issue 13)
     assert want.shape == env.obs_full.shape == (N, env.full_dim)
     slices = env.obs_slices
@@ -127,6 +128,46 @@ def test_observations_match_reference(env, seed):
         _assert_close(env.obs_full[:, sl], want[:, sl], f"obs[{name}]")
     _assert_close(env.obs_full, want, "obs")
     assert torch.isfinite(env.obs_full).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_observations_match_reference(env, seed):
+    randomize(env, seed)
+    _check_observations(env)
+
+
+@pytest.fixture(scope="module")
+def deploy_env(sim_cfg):
+    """The deploy observation set with noise on the actor's view, per-env calibration offsets and CoM shifts."""
+    cfg = replace(HumanoidImitationEnvCfg(), observations="deploy", obs_noise=True,
+                  randomization=DeployRandomizationCfg(joint_pos_offset=[-0.2, 0.2]))
+    e = HumanoidImitationEnv(cfg, num_envs=N, device="cpu", seed=0, sim_cfg=sim_cfg)
+    e.reset()
+    return e
+
+
+def test_deploy_observations_and_noise_match_reference(deploy_env):
+    """The deploy rows equal the oracle's (with each env's offset default pose); the actor's noisy view stays
+    within clean ± the spec's scale per column, exact where the scale is 0, zero for an unstable world; the
+    critic's row (``critic_obs``) is the clean one."""
+    env = deploy_env
+    assert (env.default_joint_pos - _const(env, "default_joint_pos")).abs().max() > 0.05  # offsets drawn
+    randomize(env, 4)
+    _check_observations(env)
+    actor, critic = env._obs["obs"], env._obs["critic_obs"]
+    assert critic.data_ptr() == env.obs_full.data_ptr() and actor.data_ptr() != env.obs_full.data_ptr()
+    scales = _const(env, "obs_noise")
+    lo, hi = R.observation_noise_bounds(env.obs_full[:, :env.actor_dim], scales, env.sim.unstable)
+    got = R.f64(actor)
+    assert ((got >= lo - 1e-6) & (got <= hi + 1e-6)).all()
+    noisy = scales > 0
+    stable = env.sim.unstable.cpu() == 0
+    assert torch.equal(actor[stable][:, ~noisy], env.obs_full[stable][:, :env.actor_dim][:, ~noisy])
+    diff = (got - R.f64(env.obs_full[:, :env.actor_dim]))[stable][:, noisy]
+    assert (diff.abs() > 0).float().mean() > 0.99  # every noisy column moved
+    # uniform: the noise fills its range (|noise| / scale spread over [0, 1))
+    ratio = (diff.abs() / R.f64(scales[noisy])).flatten()
+    assert ratio.max() < 1.0 + 1e-5 and ratio.max() > 0.95 and 0.4 < ratio.mean() < 0.6
 
 
 def test_obs_slices_cover_the_row(env):
@@ -246,7 +287,7 @@ def test_apply_actions(env):
         old_actions = env.actions.clone()
         env.policy_actions.copy_(raw)
         apply_actions(env.params, env.buf, env.sim.state)
-        ctrl, clipped = R.apply_actions(raw, _const(env, "default_joint_pos"), _const(env, "action_scale"), clip)
+        ctrl, clipped = R.apply_actions(raw, env.default_joint_pos, _const(env, "action_scale"), clip)
         _assert_close(env.sim.ctrl, ctrl, "ctrl")
         assert torch.equal(env.actions, clipped.float())
         assert torch.equal(env.prev_actions, old_actions)

@@ -2,20 +2,30 @@
 reset buffers, motion-query scratch bound once), and the post-reset observation pass touches only the rows
 of the envs that were reset."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
+from simppo.envs.imitation.config import DeployRandomizationCfg
 from simppo.sim import SimCfg
 from tests.sim.warp_allocs import WarpAllocCounter
 
 N = 4
-CASES = {"mujoco": ("mujoco", False), "mjwarp": ("mjwarp", False), "mjwarp-graph": ("mjwarp", True)}
+CASES = {"mujoco": ("mujoco", False), "mjwarp": ("mjwarp", False), "mjwarp-graph": ("mjwarp", True),
+         # the deploy preset: per-world model parameters, pushes, observation noise, the deploy observation set
+         "mujoco-deploy": ("mujoco", False, True), "mjwarp-graph-deploy": ("mjwarp", True, True)}
+DEPLOY = replace(HumanoidImitationEnvCfg(), observations="deploy", obs_noise=True,
+                 randomization=DeployRandomizationCfg(push_interval_s=[0.04, 0.1], link_mass_scale=[0.9, 1.1],
+                                                      kp_scale=[0.9, 1.1], kd_scale=[0.9, 1.1],
+                                                      action_delay_steps=[0, 1]))
 
 
-def _env(backend: str, graph: bool) -> HumanoidImitationEnv:
+def _env(backend: str, graph: bool, deploy: bool = False) -> HumanoidImitationEnv:
     torch.manual_seed(0)
-    env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=N, device="cpu", sim_cfg=SimCfg(name=backend))
+    cfg = DEPLOY if deploy else HumanoidImitationEnvCfg()
+    env = HumanoidImitationEnv(cfg, num_envs=N, device="cpu", sim_cfg=SimCfg(name=backend))
     if graph:
         env.sim.use_graph = True  # CUDA's default; on CPU Warp replays the captured launches in C++
     env.reset()
@@ -37,7 +47,7 @@ def test_env_steps_allocate_no_warp_memory_after_warm_up(case, monkeypatch):
             done |= env.done
     assert done.any()  # the resets ran
     assert counter.counts["simppo"] == 0, dict(counter.sites)
-    if case == "mjwarp-graph":
+    if case.startswith("mjwarp-graph"):
         assert counter.counts["mujoco_warp"] == 0, counter.counts  # mjw.step's scratch lives in the graph
 
 

@@ -1,4 +1,5 @@
-"""``env=humanoid_imitation``: a humanoid tracks reference motions (env, config, spec, start-state sampler).
+"""``env=humanoid_imitation``: a humanoid tracks reference motions (env, config, spec, start-state sampler,
+domain randomization).
 
 Exports are resolved lazily so that the kernels can import :mod:`.spec` without importing the env.
 """
@@ -9,6 +10,9 @@ _EXPORTS = {
     "RewardWeightsCfg": "simppo.envs.imitation.config",
     "RewardSigmasCfg": "simppo.envs.imitation.config",
     "TerminationCfg": "simppo.envs.imitation.config",
+    "RandomizationCfg": "simppo.envs.imitation.config",
+    "DeployRandomizationCfg": "simppo.envs.imitation.config",
+    "Randomizer": "simppo.envs.imitation.randomization",
     "AdaptiveSampler": "simppo.envs.imitation.sampler",
     "AdaptiveSamplingCfg": "simppo.envs.imitation.sampler",
 }

@@ -41,6 +41,74 @@ class TerminationCfg:
 
 
 @dataclass
+class RandomizationCfg:
+    """``env/randomization=none``: nothing is randomized. Every range is ``[lo, hi]``, drawn uniformly per env
+    on the device at each of its resets (pushes: on their own interval); ``None`` switches a term off.
+    The deploy values (:class:`DeployRandomizationCfg`) follow BeyondMimic's tracking config."""
+
+    name: str = "none"
+    foot_friction: list[float] | None = None
+    """Sliding friction of the feet's collision geoms (absolute; they win the contact by priority)."""
+    joint_pos_offset: list[float] | None = None
+    """rad added to each joint's default pose (encoder calibration): the action map's offset and the
+    observation's ``joint_pos_rel`` both use the offset pose."""
+    com_offset_lo: list[float] | None = None
+    com_offset_hi: list[float] | None = None
+    """m added to the centre of mass (``body_ipos``) of ``com_body``, per axis of its frame."""
+    com_body: str = ""
+    """Body whose centre of mass moves; empty: the robot's anchor (the G1's torso)."""
+    push_interval_s: list[float] | None = None
+    """Time between two pushes of an env (redrawn after each push and at each reset)."""
+    push_lin_vel_lo: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    push_lin_vel_hi: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    """m/s added to the root's world-frame linear velocity (x, y, z) by a push."""
+    push_ang_vel_lo: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    push_ang_vel_hi: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    """rad/s added to the root's world-frame angular velocity (roll, pitch, yaw) by a push."""
+    link_mass_scale: list[float] | None = None
+    """Factor on every robot link's mass and inertia (e.g. [0.9, 1.1]); not in BeyondMimic."""
+    kp_scale: list[float] | None = None
+    kd_scale: list[float] | None = None
+    """Factors on each actuator's PD gains (e.g. [0.9, 1.1]); not in BeyondMimic."""
+    action_delay_steps: list[int] | None = None
+    """Control steps between the policy's action and the actuators (inclusive integer range, e.g. [0, 1])."""
+
+
+@dataclass
+class DeployRandomizationCfg(RandomizationCfg):
+    """``env/randomization=deploy``: BeyondMimic's tracking ranges (HybridRobotics/whole_body_tracking as
+    mjlab ships it, mjlab/tasks/tracking/tracking_env_cfg.py and config/g1/flat_env_cfg.py):
+
+    ==================  =========================================  ====================================
+    term                range                                      source
+    ==================  =========================================  ====================================
+    foot friction       0.3 .. 1.2 (absolute)                      foot_friction (``geom_friction``)
+    joint offsets       -0.01 .. 0.01 rad                          add_joint_default_pos
+    torso CoM           x ±0.025, y ±0.05, z ±0.05 m               base_com (torso_link ``body_ipos``)
+    push interval       1 .. 3 s                                   push_robot
+    push velocity       x, y ±0.5, z ±0.2 m/s; roll, pitch ±0.52,  push_robot (VELOCITY_RANGE)
+                        yaw ±0.78 rad/s
+    ==================  =========================================  ====================================
+
+    BeyondMimic draws friction, offsets and the CoM once at start-up; simppo redraws them at every reset.
+    Link masses, PD gains and action delay stay off (BeyondMimic has none)."""
+
+    name: str = "deploy"
+    foot_friction: list[float] | None = field(default_factory=lambda: [0.3, 1.2])
+    joint_pos_offset: list[float] | None = field(default_factory=lambda: [-0.01, 0.01])
+    com_offset_lo: list[float] | None = field(default_factory=lambda: [-0.025, -0.05, -0.05])
+    com_offset_hi: list[float] | None = field(default_factory=lambda: [0.025, 0.05, 0.05])
+    push_interval_s: list[float] | None = field(default_factory=lambda: [1.0, 3.0])
+    push_lin_vel_lo: list[float] = field(default_factory=lambda: [-0.5, -0.5, -0.2])
+    push_lin_vel_hi: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.2])
+    push_ang_vel_lo: list[float] = field(default_factory=lambda: [-0.52, -0.52, -0.78])
+    push_ang_vel_hi: list[float] = field(default_factory=lambda: [0.52, 0.52, 0.78])
+
+
+RANDOMIZATIONS = {"none": RandomizationCfg, "deploy": DeployRandomizationCfg}
+
+
+@dataclass
 class HumanoidImitationEnvCfg:
     name: str = "humanoid_imitation"
     future_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 8])  # control steps ahead
@@ -51,6 +119,9 @@ class HumanoidImitationEnvCfg:
     privileged_critic: bool = True  # the critic also sees reference and body velocities
     soft_joint_limit_factor: float = 0.9
     kinematic_replay: bool = False  # write the reference into the simulator instead of stepping physics
+    observations: str = "default"  # default | deploy: the actor's observation set (simppo.envs.imitation.spec)
+    obs_noise: bool = False  # uniform noise on the actor's observations (scales in the spec); the critic's stay clean
+    randomization: RandomizationCfg = field(default_factory=RandomizationCfg)  # group env/randomization: none|deploy
     rewards: RewardWeightsCfg = field(default_factory=RewardWeightsCfg)
     sigmas: RewardSigmasCfg = field(default_factory=RewardSigmasCfg)
     terminations: TerminationCfg = field(default_factory=TerminationCfg)

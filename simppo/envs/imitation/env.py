@@ -2,7 +2,12 @@
 
 The env orchestrates; the work is done by one Warp entry point per stage (:mod:`simppo.kernels.imitation`)
 on typed buffers bound once (``sim.state``, ``ref_wp``, ``params``, ``buf``), plus the adaptive start-state
-sampler (torch ops). Nothing in :meth:`HumanoidImitationEnv.step` synchronises with the host.
+sampler (torch ops) and the domain randomization (:mod:`.randomization`; ``env/randomization``). Nothing in
+:meth:`HumanoidImitationEnv.step` synchronises with the host.
+
+Observation sets (``env.observations``, declared in :mod:`.spec`): the actor sees the prefix of actor terms
+of the full row, the critic the full row. With ``env.obs_noise`` the actor's view is a separate buffer, the
+clean prefix plus uniform noise per column; the critic's row stays clean.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ import warp as wp
 from simppo.envs.base import VecEnv
 from simppo.envs.imitation import spec
 from simppo.envs.imitation.config import HumanoidImitationEnvCfg
+from simppo.envs.imitation.randomization import RNG_OBS_NOISE, Randomizer, rng_states
 from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.kernels.imitation.actions import apply_actions
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
-from simppo.kernels.imitation.observations import compute_observations
+from simppo.kernels.imitation.observations import add_observation_noise, compute_observations
 from simppo.kernels.imitation.resets import reference_state
 from simppo.kernels.imitation.rewards import compute_rewards
 from simppo.kernels.imitation.terminations import compute_terminations
@@ -49,13 +55,15 @@ class HumanoidImitationEnv(VecEnv):
                                     robot_name=self.robot_cfg.source or self.robot_cfg.name)
         self.dt = self.sim.control_dt
         self._check_layout()
+        spec.obs_set(cfg.observations)  # a clear error for an unknown set
 
         self.num_actions = nj = len(r.joint_qpos_adr)
         self.joint_qpos_start = int(r.joint_qpos_adr[0])
         self.joint_dof_start = int(r.joint_dof_adr[0])
         self.root_id, self.anchor_id = int(r.root_body_id), int(r.anchor_body_id)
         self.num_tracked = len(r.tracked_body_ids)
-        self.actor_dim, self.full_dim = spec.obs_dims(nj, self.num_tracked, cfg.future_steps, cfg.privileged_critic)
+        self.actor_dim, self.full_dim = spec.obs_dims(nj, self.num_tracked, cfg.future_steps, cfg.privileged_critic,
+                                                      cfg.observations)
         self.obs_dims = {"obs": self.actor_dim, "critic_obs": self.full_dim}
         self.max_episode_steps = max(1, int(round(cfg.max_episode_length_s / self.dt)))
         self.sim.set_penalized_geoms(self._penalized_geoms())
@@ -95,6 +103,16 @@ class HumanoidImitationEnv(VecEnv):
         self.reset_mask = torch.zeros(n, **boolean)
         self.obs_full = torch.zeros(n, self.full_dim, **f32)
         self.terminal_obs_full = torch.zeros(n, self.full_dim, **f32)
+        # the actor's noisy view (env.obs_noise); without noise the actor reads the prefix of obs_full
+        self.obs_actor = torch.zeros(n, self.actor_dim if cfg.obs_noise else 0, **f32)
+        self.terminal_obs_actor = torch.zeros_like(self.obs_actor)
+        self.noise_rng = rng_states(seed, RNG_OBS_NOISE, n, device)
+        self.default_joint_pos = torch.as_tensor(np.asarray(r.default_joint_pos, dtype=np.float32),
+                                                 device=device).repeat(n, 1)  # + calibration offsets
+        self.action_delay = torch.zeros(n, **i32)
+        self.randomizer = Randomizer(cfg.randomization, self.sim, self.default_joint_pos, self.action_delay,
+                                     self.anchor_id, seed)
+        self.action_history = torch.zeros(n, self.randomizer.history, nj, **f32)
         self.qpos_target = torch.zeros(n, self.sim.nq, **f32)
         self.qvel_target = torch.zeros(n, self.sim.nv, **f32)
         self.ref = self.motion_lib.alloc_state(n, len(cfg.future_steps))
@@ -110,12 +128,17 @@ class HumanoidImitationEnv(VecEnv):
         self._wp_done = warp_view(self.done, wp.bool)
         self._wp_reset_mask = warp_view(self.reset_mask, wp.bool)
 
-        self._obs = {"obs": self.obs_full[:, :self.actor_dim], "critic_obs": self.obs_full}
+        actor = self.obs_actor if cfg.obs_noise else self.obs_full[:, :self.actor_dim]
+        terminal_actor = self.terminal_obs_actor if cfg.obs_noise else self.terminal_obs_full[:, :self.actor_dim]
+        self._obs = {"obs": actor, "critic_obs": self.obs_full}
         self._extras = {
-            "terminal_obs": {"obs": self.terminal_obs_full[:, :self.actor_dim], "critic_obs": self.terminal_obs_full},
+            "terminal_obs": {"obs": terminal_actor, "critic_obs": self.terminal_obs_full},
             "episode": {"reward": self.done_sums[:, -1], "length": self.done_length,
                         **{f"rew_{t}": self.done_sums[:, i] for i, t in enumerate(spec.REWARD_NAMES)},
                         **{f"end_{c}": self.done_stats[:, nterms + 2 + i] for i, c in enumerate(spec.END_CAUSES)}},
+            # the same columns as one table [N, K], so the agent sums every statistic in one reduction
+            "episode_table": ((*(f"rew_{t}" for t in spec.REWARD_NAMES), "reward", "length",
+                               *(f"end_{c}" for c in spec.END_CAUSES)), self.done_stats),
             "motion_ids": self.motion_ids,
             "reward_terms": self.reward_terms,
             "num_unstable": self.step_num_unstable,
@@ -162,9 +185,16 @@ class HumanoidImitationEnv(VecEnv):
         p.weights, p.sigmas = f32(spec.reward_weights(cfg.rewards)), f32(spec.reward_sigmas(cfg.sigmas))
         p.term_kind = i32([int(t.kind == spec.TRACKING) for t in spec.REWARD_TERMS])
         p.motion_lengths = warp_view(self.motion_lib.motion_lengths)
+        layout = (self.num_actions, self.num_tracked, cfg.future_steps)
+        once, future = spec.obs_columns(*layout, cfg.privileged_critic, cfg.observations)
+        p.obs_col = i32(once)
+        p.future_col = wp.array(np.asarray(future, dtype=np.int32).reshape(len(cfg.future_steps),
+                                                                           len(spec.FUTURE_TERM_NAMES)),
+                                dtype=wp.int32, device=self.sim.wp_device)
+        p.obs_noise = f32(spec.obs_noise_scales(*layout, cfg.observations))
         p.root_id, p.anchor_id = self.root_id, self.anchor_id
         p.joint_qpos_start, p.joint_dof_start = self.joint_qpos_start, self.joint_dof_start
-        p.action_clip, p.privileged = float(cfg.action_clip), int(cfg.privileged_critic)
+        p.action_clip = float(cfg.action_clip)
         t = cfg.terminations
         p.anchor_height, p.anchor_ori, p.ee_height = float(t.anchor_height), float(t.anchor_ori), float(t.ee_height)
         p.max_episode_steps, p.truncate_at_clip_end = self.max_episode_steps, int(cfg.truncate_at_clip_end)
@@ -174,16 +204,19 @@ class HumanoidImitationEnv(VecEnv):
         b = ImitationBuffers()
         for name in ("policy_actions", "actions", "prev_actions", "motion_ids", "times", "episode_length", "reward",
                      "reward_raw", "reward_terms", "episode_sums", "errors", "term_cause", "qpos_target",
-                     "qvel_target"):
+                     "qvel_target", "default_joint_pos", "action_history", "action_delay"):
             setattr(b, name, warp_view(getattr(self, name)))
         b.terminated, b.truncated = warp_view(self.terminated, wp.bool), warp_view(self.truncated, wp.bool)
         b.obs = warp_view(self.obs_full)
+        b.obs_actor = warp_view(self.obs_actor) if self.cfg.obs_noise else b.obs  # unused without noise
+        b.noise_rng = warp_view(self.noise_rng, wp.uint32)
         return b
 
     @property
     def obs_slices(self) -> dict[str, slice]:
         """Named column ranges of ``critic_obs`` (the actor's ``obs`` is its first ``actor_dim`` columns)."""
-        return spec.obs_slices(self.num_actions, self.num_tracked, self.cfg.future_steps, self.cfg.privileged_critic)
+        return spec.obs_slices(self.num_actions, self.num_tracked, self.cfg.future_steps, self.cfg.privileged_critic,
+                               self.cfg.observations)
 
     # ------------------------------------------------------------- stages
     def _query_reference(self, mask: torch.Tensor | None = None) -> None:
@@ -193,6 +226,8 @@ class HumanoidImitationEnv(VecEnv):
     def _compute_observations(self, mask_wp: wp.array | None = None) -> None:
         mask_wp = self._wp_all if mask_wp is None else mask_wp
         compute_observations(self.sim.state, self.ref_wp, self.params, mask_wp, self.buf)
+        if self.cfg.obs_noise:
+            add_observation_noise(self.sim.state, self.params, mask_wp, self.buf)
 
     def _compute_rewards_and_dones(self) -> None:
         compute_rewards(self.sim.state, self.ref_wp, self.params, self.buf)
@@ -207,6 +242,7 @@ class HumanoidImitationEnv(VecEnv):
         self.sampler.sample(mask, self.motion_ids, self.times)
         self.episode_length.masked_fill_(mask, 0)
         self.episode_sums.masked_fill_(mask.unsqueeze(1), 0.0)
+        self.randomizer.reset(mask_wp)
         self._query_reference(mask)
         self._write_reference_into_sim(mask_wp, mask)
 
@@ -230,6 +266,7 @@ class HumanoidImitationEnv(VecEnv):
         self.times.copy_(torch.where(mask, times.to(self.times), self.times))
         self.episode_length.masked_fill_(mask, 0)
         self.episode_sums.masked_fill_(mask.unsqueeze(1), 0.0)
+        self.randomizer.reset(self._wp_reset_mask)
         self._query_reference()
         self._write_reference_into_sim(self._wp_reset_mask, mask)
         self._compute_observations()
@@ -245,6 +282,7 @@ class HumanoidImitationEnv(VecEnv):
         if self.cfg.kinematic_replay:
             self._write_reference_into_sim(self._wp_all, self.all_envs)
         else:
+            self.randomizer.push(self.sim.state)
             self.sim.step()
         torch.ne(self.sim.unstable, 0, out=self.step_unstable)
         self.step_num_unstable.copy_(self.sim.num_unstable)
@@ -254,6 +292,8 @@ class HumanoidImitationEnv(VecEnv):
         self.sampler.update(self.motion_ids, self.times, self.terminated)
         self._compute_observations()
         self.terminal_obs_full.copy_(self.obs_full)
+        if self.cfg.obs_noise:
+            self.terminal_obs_actor.copy_(self.obs_actor)
         torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.done_sums.copy_(self.episode_sums)
         self.done_length.copy_(self.episode_length)
@@ -287,13 +327,21 @@ class HumanoidImitationEnv(VecEnv):
             "episode_length": self.episode_length.clone(), "actions": self.actions.clone(),
             "prev_actions": self.prev_actions.clone(), "episode_sums": self.episode_sums.clone(),
             "sampler": self.sampler.state_dict(),
+            "action_history": self.action_history.clone(), "default_joint_pos": self.default_joint_pos.clone(),
+            "action_delay": self.action_delay.clone(), "noise_rng": self.noise_rng.clone(),
+            "randomization": self.randomizer.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
+        if "randomization" in state:  # first: the simulator recomputes its views with the world parameters
+            self.randomizer.load_state_dict(state["randomization"])
         self.sim.load_state_dict(state["sim"])
         for key in ("motion_ids", "times", "episode_length", "actions", "prev_actions", "episode_sums"):
             getattr(self, key).copy_(state[key])
         self.sampler.load_state_dict(state["sampler"])
+        for key in ("action_history", "default_joint_pos", "action_delay", "noise_rng"):  # absent before issue 16
+            if key in state:
+                getattr(self, key).copy_(state[key])
 
     def close(self) -> None:
         self.sim.close()

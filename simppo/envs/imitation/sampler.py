@@ -120,4 +120,11 @@ class AdaptiveSampler:
         return {"failure_ema": self.failure_ema.clone()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.failure_ema.copy_(state["failure_ema"])
+        """Restore the failure EMA. A state with fewer bins comes from a motion set that has since grown by
+        appended motions (the motion-set check of the checkpoint has verified the old ones are unchanged):
+        their bins keep their EMA, the new bins start at zero."""
+        ema = state["failure_ema"]
+        if ema.shape[0] > self.num_bins:
+            raise ValueError(f"sampler state has {ema.shape[0]} bins, this motion set {self.num_bins}")
+        self.failure_ema.zero_()
+        self.failure_ema[:ema.shape[0]].copy_(ema)

@@ -5,8 +5,10 @@ reward-term indices used inside the Warp kernels (``REWARD_INDEX``, bound as War
 :mod:`simppo.kernels.imitation.rewards`), the per-term logging names (``episode/rew_<name>``), the
 weight / σ vectors built from the env config, and the layout the float64 test oracle assembles.
 
-Observation terms are written by :mod:`simppo.kernels.imitation.observations` in exactly this order.
-Widths are symbolic: ``A`` joints, ``Nt`` tracked bodies; one block of ``FUTURE_TERMS`` per future frame.
+Two observation sets (``env.observations``, :data:`OBS_SETS`): ``default`` and ``deploy`` (what a real robot
+measures). :mod:`simppo.kernels.imitation.observations` writes each term at the column this layout gives it
+(:func:`obs_columns`); each actor term declares the noise added to the actor's view (``env.obs_noise``).
+Widths are symbolic: ``A`` joints, ``Nt`` tracked bodies; one block of future terms per future frame.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ TRACKING, PENALTY = "tracking", "penalty"
 
 @dataclass(frozen=True)
 class ObsTerm:
-    """``width = const + per_joint * A + per_tracked * Nt``; ``group``: actor (both see it) or critic only."""
+    """``width = const + per_joint * A + per_tracked * Nt``; ``group``: actor (both see it) or critic only;
+    ``noise``: half-width of the uniform noise added to the actor's view of each column (``env.obs_noise``)."""
 
     name: str
     const: int = 0
     per_joint: int = 0
     per_tracked: int = 0
     group: str = ACTOR
+    noise: float = 0.0
 
     def width(self, num_joints: int, num_tracked: int) -> int:
         return self.const + self.per_joint * num_joints + self.per_tracked * num_tracked
@@ -40,23 +44,29 @@ class RewardTerm:
     kind: str
 
 
+# Noise half-widths (uniform, per column of the actor's view; ``env.obs_noise=true``). Sources: BeyondMimic's
+# tracking config as mjlab ships it (mjlab/tasks/tracking/tracking_env_cfg.py: base_lin_vel 0.5, base_ang_vel
+# 0.2, joint_pos 0.01, joint_vel 0.5, motion_anchor_pos_b 0.25, motion_anchor_ori_b 0.05) and mjlab's velocity
+# task (projected_gravity 0.05). simppo's own choices: robot body poses come from the encoders and the IMU
+# (0.01 m, the IMU's 0.05); reference bodies relative to the robot's anchor carry the anchor position's
+# estimate (0.25 m) and the IMU heading (0.05); reference-only terms (``ref_*``) are exact (0).
 # Robot proprioception and body poses (vectors in the root's heading frame; ``_b``: full root frame).
 PROPRIO_TERMS = (
-    ObsTerm("gravity_b", const=3),
-    ObsTerm("root_lin_vel_b", const=3),
-    ObsTerm("root_ang_vel_b", const=3),
-    ObsTerm("joint_pos_rel", per_joint=1),
-    ObsTerm("joint_vel", per_joint=1),
+    ObsTerm("gravity_b", const=3, noise=0.05),
+    ObsTerm("root_lin_vel_b", const=3, noise=0.5),
+    ObsTerm("root_ang_vel_b", const=3, noise=0.2),
+    ObsTerm("joint_pos_rel", per_joint=1, noise=0.01),
+    ObsTerm("joint_vel", per_joint=1, noise=0.5),
     ObsTerm("last_action", per_joint=1),
-    ObsTerm("body_pos", per_tracked=3),
-    ObsTerm("body_rot6d", per_tracked=6),
+    ObsTerm("body_pos", per_tracked=3, noise=0.01),
+    ObsTerm("body_rot6d", per_tracked=6, noise=0.05),
 )
 # Per future frame k (named ``future{k}_<term>``): the reference relative to the robot's anchor.
 FUTURE_TERMS = (
-    ObsTerm("anchor_pos", const=3),
-    ObsTerm("anchor_rot6d", const=6),
-    ObsTerm("body_pos", per_tracked=3),
-    ObsTerm("body_rot6d", per_tracked=6),
+    ObsTerm("anchor_pos", const=3, noise=0.25),
+    ObsTerm("anchor_rot6d", const=6, noise=0.05),
+    ObsTerm("body_pos", per_tracked=3, noise=0.25),
+    ObsTerm("body_rot6d", per_tracked=6, noise=0.05),
 )
 # Privileged critic-only terms (``privileged_critic=true``).
 CRITIC_TERMS = (
@@ -66,6 +76,58 @@ CRITIC_TERMS = (
     ObsTerm("body_lin_vel", per_tracked=3, group=CRITIC),
     ObsTerm("body_ang_vel", per_tracked=3, group=CRITIC),
 )
+
+# ``env.observations=deploy``: what a real G1 measures (IMU: gravity, angular velocity, orientation; encoders:
+# joint positions / velocities) and the reference. No root linear velocity, no world position: per future
+# frame, the reference's own motion (anchor displacement from the reference anchor now, joint positions,
+# bodies relative to the reference anchor; all in the reference's heading frames) and the reference anchor's
+# orientation relative to the robot's anchor (IMU). The critic keeps the privileged default terms.
+DEPLOY_PROPRIO_TERMS = (
+    ObsTerm("gravity_b", const=3, noise=0.05),
+    ObsTerm("root_ang_vel_b", const=3, noise=0.2),
+    ObsTerm("joint_pos_rel", per_joint=1, noise=0.01),
+    ObsTerm("joint_vel", per_joint=1, noise=0.5),
+    ObsTerm("last_action", per_joint=1),
+)
+DEPLOY_FUTURE_TERMS = (
+    ObsTerm("ref_anchor_pos", const=3),  # the reference anchor at k - now, in the reference heading frame now
+    ObsTerm("anchor_rot6d", const=6, noise=0.05),
+    ObsTerm("ref_joint_pos", per_joint=1),
+    ObsTerm("ref_body_pos", per_tracked=3),  # bodies - anchor of the reference at k, in its heading frame
+)
+DEPLOY_CRITIC_TERMS = (
+    ObsTerm("root_lin_vel_b", const=3, group=CRITIC),
+    ObsTerm("body_pos", per_tracked=3, group=CRITIC),
+    ObsTerm("body_rot6d", per_tracked=6, group=CRITIC),
+) + CRITIC_TERMS
+DEPLOY_CRITIC_FUTURE_TERMS = tuple(ObsTerm(t.name, t.const, t.per_joint, t.per_tracked, CRITIC) for t in FUTURE_TERMS
+                                   if t.name not in {d.name for d in DEPLOY_FUTURE_TERMS})
+
+
+@dataclass(frozen=True)
+class ObsSet:
+    """One observation set: the row is ``proprio``, one ``future`` block per future frame (the actor's view),
+    then, with ``privileged_critic``, ``privileged`` and one ``privileged_future`` block per frame (critic only)."""
+
+    proprio: tuple[ObsTerm, ...]
+    future: tuple[ObsTerm, ...]
+    privileged: tuple[ObsTerm, ...]
+    privileged_future: tuple[ObsTerm, ...] = ()
+
+
+OBS_SETS = {
+    "default": ObsSet(PROPRIO_TERMS, FUTURE_TERMS, CRITIC_TERMS),
+    "deploy": ObsSet(DEPLOY_PROPRIO_TERMS, DEPLOY_FUTURE_TERMS, DEPLOY_CRITIC_TERMS, DEPLOY_CRITIC_FUTURE_TERMS),
+}
+# Every term the observation kernel can write, by kind (once per row / once per future frame); the kernel
+# writes a term at the column the env's layout gives it (``obs_columns``), or skips it.
+ONCE_TERM_NAMES = ("gravity_b", "root_lin_vel_b", "root_ang_vel_b", "joint_pos_rel", "joint_vel", "last_action",
+                   "body_pos", "body_rot6d", "ref_anchor_lin_vel", "ref_anchor_ang_vel", "ref_joint_vel",
+                   "body_lin_vel", "body_ang_vel")
+FUTURE_TERM_NAMES = ("anchor_pos", "anchor_rot6d", "body_pos", "body_rot6d", "ref_anchor_pos", "ref_joint_pos",
+                     "ref_body_pos")
+ONCE_INDEX = {name: i for i, name in enumerate(ONCE_TERM_NAMES)}
+FUTURE_INDEX = {name: i for i, name in enumerate(FUTURE_TERM_NAMES)}
 
 REWARD_TERMS = (
     RewardTerm("anchor_pos", TRACKING),
@@ -98,31 +160,77 @@ END_CAUSES = TERMINATION_CAUSES + TRUNCATION_CAUSES
 CAUSE_CODE = {name: i + 1 for i, name in enumerate(END_CAUSES)}
 
 
-def obs_terms(future_steps: list[int], privileged: bool) -> list[tuple[str, ObsTerm]]:
-    """``(column name, term)`` in row order."""
-    out = [(t.name, t) for t in PROPRIO_TERMS]
-    for k in future_steps:
-        out += [(f"future{k}_{t.name}", t) for t in FUTURE_TERMS]
+def obs_set(observations: str) -> ObsSet:
+    if observations not in OBS_SETS:
+        raise ValueError(f"env.observations={observations!r}: choose one of {sorted(OBS_SETS)}")
+    return OBS_SETS[observations]
+
+
+def obs_terms(future_steps: list[int], privileged: bool, observations: str = "default"
+              ) -> list[tuple[str, ObsTerm, int | None]]:
+    """``(column name, term, future slot)`` in row order; the slot is ``i + 1`` for ``future_steps[i]`` (the
+    reference slot the kernel reads), ``None`` for once-per-row terms. Actor terms come first."""
+    s = obs_set(observations)
+    out = [(t.name, t, None) for t in s.proprio]
+    for i, k in enumerate(future_steps):
+        out += [(f"future{k}_{t.name}", t, i + 1) for t in s.future]
     if privileged:
-        out += [(t.name, t) for t in CRITIC_TERMS]
+        out += [(t.name, t, None) for t in s.privileged]
+        for i, k in enumerate(future_steps):
+            out += [(f"future{k}_{t.name}", t, i + 1) for t in s.privileged_future]
+    if len({name for name, _, _ in out}) != len(out):
+        raise ValueError(f"env.observations={observations}: a column name repeats (future_steps {future_steps})")
     return out
 
 
-def obs_slices(num_joints: int, num_tracked: int, future_steps: list[int], privileged: bool) -> dict[str, slice]:
+def obs_slices(num_joints: int, num_tracked: int, future_steps: list[int], privileged: bool,
+               observations: str = "default") -> dict[str, slice]:
     """Named column ranges of the full (critic) row; the actor's row is the prefix of ``actor`` terms."""
     out, col = {}, 0
-    for name, term in obs_terms(future_steps, privileged):
+    for name, term, _ in obs_terms(future_steps, privileged, observations):
         width = term.width(num_joints, num_tracked)
         out[name] = slice(col, col + width)
         col += width
     return out
 
 
-def obs_dims(num_joints: int, num_tracked: int, future_steps: list[int], privileged: bool) -> tuple[int, int]:
+def actor_obs_slices(num_joints: int, num_tracked: int, future_steps: list[int],
+                     observations: str = "default") -> dict[str, slice]:
+    """Named column ranges of the actor's row (what a deployed policy is fed)."""
+    return obs_slices(num_joints, num_tracked, future_steps, False, observations)
+
+
+def obs_dims(num_joints: int, num_tracked: int, future_steps: list[int], privileged: bool,
+             observations: str = "default") -> tuple[int, int]:
     """``(actor_dim, full_dim)``."""
-    actor = sum(t.width(num_joints, num_tracked) for _, t in obs_terms(future_steps, False))
-    full = sum(t.width(num_joints, num_tracked) for _, t in obs_terms(future_steps, privileged))
+    actor = sum(t.width(num_joints, num_tracked) for _, t, _ in obs_terms(future_steps, False, observations))
+    full = sum(t.width(num_joints, num_tracked) for _, t, _ in obs_terms(future_steps, privileged, observations))
     return actor, full
+
+
+def obs_columns(num_joints: int, num_tracked: int, future_steps: list[int], privileged: bool,
+                observations: str = "default") -> tuple[list[int], list[list[int]]]:
+    """Start column of every kernel term (``-1``: not in the row): ``once [len(ONCE_TERM_NAMES)]`` and
+    ``future [F][len(FUTURE_TERM_NAMES)]`` (frame ``i`` = ``future_steps[i]``)."""
+    once = [-1] * len(ONCE_TERM_NAMES)
+    future = [[-1] * len(FUTURE_TERM_NAMES) for _ in future_steps]
+    col = 0
+    for _, term, slot in obs_terms(future_steps, privileged, observations):
+        if slot is None:
+            once[ONCE_INDEX[term.name]] = col
+        else:
+            future[slot - 1][FUTURE_INDEX[term.name]] = col
+        col += term.width(num_joints, num_tracked)
+    return once, future
+
+
+def obs_noise_scales(num_joints: int, num_tracked: int, future_steps: list[int],
+                     observations: str = "default") -> list[float]:
+    """Noise half-width of every column of the actor's row (``[actor_dim]``)."""
+    out = []
+    for _, term, _ in obs_terms(future_steps, False, observations):
+        out += [float(term.noise)] * term.width(num_joints, num_tracked)
+    return out
 
 
 def reward_weights(rewards_cfg) -> list[float]:

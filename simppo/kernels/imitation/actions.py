@@ -8,18 +8,24 @@ from simppo.sim.base import SimState
 
 @wp.kernel
 def _apply_actions(p: ImitationParams, buf: ImitationBuffers, sim: SimState):
-    """``buf.policy_actions [N, A]`` → ``sim.ctrl [N, A]`` = default + scale * clip(action).
+    """``buf.policy_actions [N, A]`` → ``sim.ctrl [N, A]`` = the env's default pose + scale * the clipped
+    action of ``buf.action_delay[env]`` steps ago.
 
     ``buf.actions`` keeps the clipped action of this step and ``buf.prev_actions`` the one before
-    (read-modify-write: the old ``actions`` row moves to ``prev_actions``).
+    (read-modify-write: the old ``actions`` row moves to ``prev_actions``); ``buf.action_history [N, H, A]``
+    shifts by one slot (slot 0 = this step's action). Each thread owns one ``(env, joint)`` column.
     """
     env, j = wp.tid()
     a = wp.clamp(buf.policy_actions[env, j], -p.action_clip, p.action_clip)
     buf.prev_actions[env, j] = buf.actions[env, j]
     buf.actions[env, j] = a
-    sim.ctrl[env, j] = p.default_joint_pos[j] + p.action_scale[j] * a
+    hist = buf.action_history
+    for k in range(hist.shape[1] - 1, 0, -1):
+        hist[env, k, j] = hist[env, k - 1, j]
+    hist[env, 0, j] = a
+    sim.ctrl[env, j] = buf.default_joint_pos[env, j] + p.action_scale[j] * hist[env, buf.action_delay[env], j]
 
 
 def apply_actions(p: ImitationParams, buf: ImitationBuffers, sim: SimState) -> None:
-    """Clip ``buf.policy_actions`` and write the position targets into ``sim.ctrl``."""
+    """Clip ``buf.policy_actions`` and write the (delayed) position targets into ``sim.ctrl``."""
     wp.launch(_apply_actions, dim=buf.actions.shape, inputs=[p, buf, sim], device=buf.actions.device)

@@ -10,10 +10,13 @@ from simppo.kernels.motion_interp import MotionStateWp as RefState  # noqa: F401
 
 @wp.struct
 class ImitationParams:
-    """Constants. Per joint ``[A]``: ``default_joint_pos``, ``action_scale``, ``soft_joint_lo/hi``;
+    """Constants. Per joint ``[A]``: ``default_joint_pos`` (nominal), ``action_scale``, ``soft_joint_lo/hi``;
     ``tracked_ids [Nt]`` / ``ee_ids [E]`` MuJoCo body ids; per reward term ``[T]`` (spec order):
     ``weights``, ``sigmas``, ``term_kind`` (1 = tracking exp(-err/σ²), 0 = penalty);
-    ``motion_lengths [M]`` seconds."""
+    ``motion_lengths [M]`` seconds. Observation layout (``spec.obs_columns``): ``obs_col [K]`` start column
+    of each once-per-row term of ``spec.ONCE_TERM_NAMES`` and ``future_col [F, KF]`` of each future term of
+    ``spec.FUTURE_TERM_NAMES`` per future frame (-1: not in the row); ``obs_noise [actor_dim]`` the noise
+    half-width of each actor column."""
 
     default_joint_pos: wp.array(dtype=wp.float32)
     action_scale: wp.array(dtype=wp.float32)
@@ -25,12 +28,14 @@ class ImitationParams:
     sigmas: wp.array(dtype=wp.float32)
     term_kind: wp.array(dtype=wp.int32)
     motion_lengths: wp.array(dtype=wp.float32)
+    obs_col: wp.array(dtype=wp.int32)
+    future_col: wp.array2d(dtype=wp.int32)
+    obs_noise: wp.array(dtype=wp.float32)
     root_id: int
     anchor_id: int
     joint_qpos_start: int
     joint_dof_start: int
     action_clip: float
-    privileged: int
     anchor_height: float
     anchor_ori: float
     ee_height: float
@@ -46,8 +51,12 @@ class ImitationBuffers:
     ``reward_terms [N, T]`` the unweighted terms; ``episode_sums [N, T + 1]`` weighted sums (last: total);
     ``errors [N, E]`` the tracking errors of ``spec.ERROR_NAMES`` (m / rad); ``term_cause [N]`` the
     ``spec.CAUSE_CODE`` of why the env ended this step (0: it did not);
-    ``obs [N, D]`` the full observation row; ``qpos_target [N, nq]`` / ``qvel_target [N, nv]`` the
-    reference-state reset targets."""
+    ``obs [N, D]`` the full (clean) observation row and ``obs_actor [N, actor_dim]`` the actor's noisy
+    view (``env.obs_noise``; else unused); ``noise_rng [N]`` each env's random state for that noise;
+    ``qpos_target [N, nq]`` / ``qvel_target [N, nv]`` the reference-state reset targets;
+    ``default_joint_pos [N, A]`` each env's default pose (nominal + its calibration offset);
+    ``action_history [N, H, A]`` the last ``H`` clipped actions (slot 0 = this step's) and
+    ``action_delay [N]`` the slot each env's actuators follow (``0 <= delay < H``)."""
 
     policy_actions: wp.array2d(dtype=wp.float32)
     actions: wp.array2d(dtype=wp.float32)
@@ -64,5 +73,10 @@ class ImitationBuffers:
     truncated: wp.array(dtype=wp.bool)
     term_cause: wp.array(dtype=wp.int32)
     obs: wp.array2d(dtype=wp.float32)
+    obs_actor: wp.array2d(dtype=wp.float32)
+    noise_rng: wp.array(dtype=wp.uint32)
     qpos_target: wp.array2d(dtype=wp.float32)
     qvel_target: wp.array2d(dtype=wp.float32)
+    default_joint_pos: wp.array2d(dtype=wp.float32)
+    action_history: wp.array3d(dtype=wp.float32)
+    action_delay: wp.array(dtype=wp.int32)

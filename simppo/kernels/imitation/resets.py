@@ -10,7 +10,8 @@ from simppo.kernels.quat import quat_normalize, quat_rotate_inv
 def _reference_state(ref: RefState, p: ImitationParams, mask: wp.array(dtype=wp.bool), buf: ImitationBuffers):
     """For envs where ``mask [N]``: free-joint qpos (pos, wxyz quat) and qvel (world linear velocity,
     body-frame angular velocity, as MuJoCo's free joint wants) plus joint pos/vel from reference slot 0
-    into ``buf.qpos_target`` / ``buf.qvel_target``; their last actions are zeroed. Other rows untouched."""
+    into ``buf.qpos_target`` / ``buf.qvel_target``; their last actions (and action history) are zeroed.
+    Other rows untouched."""
     env = wp.tid()
     if not mask[env]:
         return
@@ -30,6 +31,8 @@ def _reference_state(ref: RefState, p: ImitationParams, mask: wp.array(dtype=wp.
     for j in range(buf.actions.shape[1]):
         buf.actions[env, j] = 0.0
         buf.prev_actions[env, j] = 0.0
+        for k in range(buf.action_history.shape[1]):
+            buf.action_history[env, k, j] = 0.0
 
 
 def reference_state(ref: RefState, p: ImitationParams, mask: wp.array, buf: ImitationBuffers) -> None:

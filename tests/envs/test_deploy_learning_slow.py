@@ -1,0 +1,113 @@
+"""Slow check of issue 16: does training for deployment pay off?
+
+Trains ``walk`` twice with the shipped defaults, once as is and once with ``+preset=deploy`` (domain
+randomization, observation noise, the deployable observation set), each for the same wall-clock budget,
+then plays both from t = 0:
+
+* with randomization and observation noise on (``env/randomization=deploy env.obs_noise=true``), COPIES plays
+  each (every copy draws its own friction, offsets, CoM and pushes): the deploy-trained policy must survive
+  longer on average;
+* clean, on the training backend and on the other one: the sim-to-sim gap (survival and body-position
+  error) of both policies.
+
+Run by hand (~35 minutes on 2 CPU cores: two 15-minute trainings plus the plays)::
+
+    pytest -m slow tests/envs/test_deploy_learning_slow.py -s
+
+``SIMPPO_SLOW_TRAIN_SECONDS`` sets each training's budget (default 900 s); ``SIMPPO_SLOW_SIM`` the training
+backend (default: ``mjwarp`` on CUDA, ``mujoco`` on a CPU machine; ``SIMPPO_SLOW_SIM=mjwarp`` on a CPU
+gives the MJWarp → MuJoCo C gap there too, with slower training); ``SIMPPO_SLOW_DEVICE`` (default auto).
+"""
+
+import copy
+import json
+import os
+import time
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from lightning_fabric import Fabric
+from omegaconf import OmegaConf
+
+from simppo.agent.ppo import PPO
+from simppo.agent.runner import Runner
+from simppo.config import register_configs
+from simppo.envs import make_env
+from simppo.envs.imitation.config import DeployRandomizationCfg, RandomizationCfg
+from simppo.eval.metrics import clip_steps
+from simppo.eval.tracking import play_from_start
+from simppo.motion.pack import pack_motions
+from simppo.paths import CONFIG_DIR, MOTIONS_DIR
+from simppo.utils.device import resolve_device
+
+TRAIN_SECONDS = float(os.environ.get("SIMPPO_SLOW_TRAIN_SECONDS", 15 * 60))
+DEVICE = resolve_device(os.environ.get("SIMPPO_SLOW_DEVICE", "auto"))
+TRAIN_SIM = os.environ.get("SIMPPO_SLOW_SIM") or ("mjwarp" if DEVICE.startswith("cuda") else "mujoco")
+OTHER_SIM = "mujoco" if TRAIN_SIM == "mjwarp" else "mjwarp"
+COPIES = 32  # plays per condition
+
+
+def train(tmp_path, name: str, overrides: list[str]):
+    register_configs()
+    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
+        node = compose("train", overrides=[*overrides, f"device={DEVICE}", f"sim={TRAIN_SIM}", "logger=none",
+                                           f"experiment_name={name}", f"motion.files=[{tmp_path / 'pack'}]"])
+    cfg = OmegaConf.to_object(node)
+    torch.manual_seed(cfg.seed)
+    env = make_env(cfg.env, cfg.num_envs, device=DEVICE, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+                   motion_cfg=cfg.motion)
+    accelerator = "cuda" if DEVICE.startswith("cuda") else "cpu"
+    agent = PPO(Fabric(accelerator=accelerator, devices=1), env, cfg.agent)
+    agent.setup()
+    t0 = time.perf_counter()
+
+    def stop_after_budget(runner: Runner):
+        if time.perf_counter() - t0 > TRAIN_SECONDS:
+            runner.request_stop()
+
+    runner = Runner(agent, tmp_path / name, max_epochs=10 ** 6, epoch_hooks=[(1, stop_after_budget)])
+    runner.train()
+    print(f"{name}: {agent.epoch} iterations, {agent.step_count} samples in {time.perf_counter() - t0:.0f} s",
+          flush=True)
+    env.close()
+    return cfg, agent.model
+
+
+def play(cfg, model, sim_name: str, randomized: bool) -> dict[str, float]:
+    """``COPIES`` plays of the clip from t = 0 with the run's terminations (deterministic policy)."""
+    env_cfg = copy.deepcopy(cfg.env)
+    env_cfg.randomization = DeployRandomizationCfg() if randomized else RandomizationCfg()
+    env_cfg.obs_noise = randomized
+    sim_cfg = copy.deepcopy(cfg.sim)
+    sim_cfg.name = sim_name
+    device = "cpu" if sim_name == "mujoco" else DEVICE
+    env = make_env(env_cfg, COPIES, device=device, seed=1, robot_cfg=cfg.robot, sim_cfg=sim_cfg,
+                   motion_cfg=cfg.motion)
+    policy = copy.deepcopy(model).to(device).eval()
+    length = float(env.motion_lib.motion_lengths[0])
+    out = play_from_start(policy, env, 0, clip_steps(length, env.dt))
+    env.close()
+    return {k: round(v, 6) for k, v in out.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(5400)
+def test_deploy_preset_survives_randomization_and_noise(tmp_path):
+    pack_motions([str(MOTIONS_DIR / "walk.csv")], str(tmp_path / "pack"), robot="g1")
+    policies = {"default": train(tmp_path, "default", []), "deploy": train(tmp_path, "deploy", ["+preset=deploy"])}
+    report = {}
+    for name, (cfg, model) in policies.items():
+        report[name] = {
+            "randomized_noisy": play(cfg, model, TRAIN_SIM, randomized=True),
+            f"clean_{TRAIN_SIM}": play(cfg, model, TRAIN_SIM, randomized=False),
+            f"clean_{OTHER_SIM}": play(cfg, model, OTHER_SIM, randomized=False),
+        }
+        clean, other = report[name][f"clean_{TRAIN_SIM}"], report[name][f"clean_{OTHER_SIM}"]
+        report[name][f"sim_to_sim_gap_{TRAIN_SIM}_to_{OTHER_SIM}"] = {
+            "survival_s": round(other["survival_s"] - clean["survival_s"], 6),
+            "body_pos_error_m": round(other["body_pos_error"] - clean["body_pos_error"], 6),
+        }
+    print(json.dumps(report, indent=2), flush=True)
+    default, deploy = (report[k]["randomized_noisy"] for k in ("default", "deploy"))
+    assert deploy["survival_s"] > default["survival_s"], report
