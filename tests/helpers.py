@@ -55,3 +55,19 @@ class SyncCounter:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+
+def assert_same_state(x, y, path: str = "state") -> None:
+    """Nested states (dicts, lists, tensors, plain values) are bit-identical; the failing path is named."""
+    if isinstance(x, torch.Tensor):
+        assert torch.equal(x, y), path
+    elif isinstance(x, dict):
+        assert x.keys() == y.keys(), path
+        for k in x:
+            assert_same_state(x[k], y[k], f"{path}.{k}")
+    elif isinstance(x, list | tuple):
+        assert len(x) == len(y), path
+        for i, (u, v) in enumerate(zip(x, y, strict=True)):
+            assert_same_state(u, v, f"{path}[{i}]")
+    else:
+        assert x == y, path

@@ -6,6 +6,7 @@ import torch
 from simppo.agent.checkpoint import load_checkpoint
 from simppo.agent.ppo import PPO
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
+from tests.helpers import assert_same_state as _assert_same
 from tests.helpers import cpu_fabric, small_agent_cfg
 
 
@@ -26,21 +27,6 @@ def test_same_seed_gives_identical_parameters():
         assert torch.equal(a[k], b[k]), k
     c = _train(4, 3)
     assert any(not torch.equal(a[k], c[k]) for k in a)
-
-
-def _assert_same(x, y, path="state"):
-    if isinstance(x, torch.Tensor):
-        assert torch.equal(x, y), path
-    elif isinstance(x, dict):
-        assert x.keys() == y.keys(), path
-        for k in x:
-            _assert_same(x[k], y[k], f"{path}.{k}")
-    elif isinstance(x, list | tuple):
-        assert len(x) == len(y), path
-        for i, (u, v) in enumerate(zip(x, y, strict=True)):
-            _assert_same(u, v, f"{path}[{i}]")
-    else:
-        assert x == y, path
 
 
 def _cli(*args):

@@ -32,6 +32,7 @@ from simppo.agent.checkpoint import load_checkpoint
 from simppo.agent.distributed import DistributedConfigError
 from simppo.agent.ppo import PPO
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
+from tests.helpers import assert_same_state as assert_same
 from tests.helpers import cpu_fabric, small_agent_cfg
 
 NUM_ENVS = 8  # per rank
@@ -202,21 +203,6 @@ def ranks(tmp_path_factory) -> tuple[Path, list[dict]]:
     for r, p in enumerate(procs):
         assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{logs[r] if r < len(logs) else ''}"
     return out_dir, [torch.load(out_dir / f"rank{r}.pt", weights_only=True) for r in range(WORLD)]
-
-
-def assert_same(a, b, path="state"):
-    if isinstance(a, torch.Tensor):
-        assert torch.equal(a, b), path
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), path
-        for k in a:
-            assert_same(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list | tuple):
-        assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, path
 
 
 def test_one_update_equals_a_single_process_update_on_the_concatenated_batch(ranks):

@@ -23,6 +23,7 @@ from simppo.agent.exploration import (
 )
 from simppo.agent.models import Actor
 from simppo.motion.index import MotionIndex
+from tests.helpers import assert_same_state as _assert_same
 
 A = 29  # G1 actions
 
@@ -275,18 +276,3 @@ def test_sigma_metrics_spread_and_hardest_motions():
 def test_joint_groups_fall_back_to_one_group_per_unknown_joint():
     assert joint_groups(["l_knee", "r_elbow", "neck_yaw", "slider"]) == {
         "left_leg": [0], "right_arm": [1], "head": [2], "slider": [3]}
-
-
-def _assert_same(x, y, path="checkpoint"):
-    if isinstance(x, torch.Tensor):
-        assert torch.equal(x, y), path
-    elif isinstance(x, dict):
-        assert x.keys() == y.keys(), path
-        for k in x:
-            _assert_same(x[k], y[k], f"{path}.{k}")
-    elif isinstance(x, list | tuple):
-        assert len(x) == len(y), path
-        for i, (u, v) in enumerate(zip(x, y, strict=True)):
-            _assert_same(u, v, f"{path}[{i}]")
-    else:
-        assert x == y, path
