@@ -131,14 +131,13 @@ class HumanoidImitationEnv(VecEnv):
         actor = self.obs_actor if cfg.obs_noise else self.obs_full[:, :self.actor_dim]
         terminal_actor = self.terminal_obs_actor if cfg.obs_noise else self.terminal_obs_full[:, :self.actor_dim]
         self._obs = {"obs": actor, "critic_obs": self.obs_full}
+        # the columns of done_stats; the agent sums the whole table in one reduction per step
+        episode_keys = (*(f"rew_{t}" for t in spec.REWARD_NAMES), "reward", "length",
+                        *(f"end_{c}" for c in spec.END_CAUSES))
         self._extras = {
             "terminal_obs": {"obs": terminal_actor, "critic_obs": self.terminal_obs_full},
-            "episode": {"reward": self.done_sums[:, -1], "length": self.done_length,
-                        **{f"rew_{t}": self.done_sums[:, i] for i, t in enumerate(spec.REWARD_NAMES)},
-                        **{f"end_{c}": self.done_stats[:, nterms + 2 + i] for i, c in enumerate(spec.END_CAUSES)}},
-            # the same columns as one table [N, K], so the agent sums every statistic in one reduction
-            "episode_table": ((*(f"rew_{t}" for t in spec.REWARD_NAMES), "reward", "length",
-                               *(f"end_{c}" for c in spec.END_CAUSES)), self.done_stats),
+            "episode": {k: self.done_stats[:, i] for i, k in enumerate(episode_keys)},
+            "episode_table": (episode_keys, self.done_stats),
             "motion_ids": self.motion_ids,
             "reward_terms": self.reward_terms,
             "num_unstable": self.step_num_unstable,
