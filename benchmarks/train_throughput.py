@@ -9,6 +9,12 @@ then the ratios ``env/raw`` and ``train/raw``, the share of each part of an iter
 the env step, policy inference and bookkeeping in the rollout, the PPO update) and, with both backends,
 ``train mujoco/mjwarp`` (end-to-end training steps/s of the MuJoCo C backend over MJWarp's).
 
+Update options (on the last backend, unless ``--no-update-options``): one minibatch step of the shipped fp32
+eager update ("before") timed beside the same step with ``agent.update_precision=bf16`` and with
+``agent.compile=true`` ("after"), the update's matmul rate (FLOPs counted by torch's ``FlopCounterMode``)
+against a plain ``torch.mm`` of the first layer's shape on this device, and what each option would make of
+``train mujoco/mjwarp``; also the bound with a free update (rollout alone).
+
 Physics is: MJWarp's ``decimation`` ``mjw.step`` launches (CPU: timed inline; CUDA: a physics-only graph
 replayed on the current state after each phase), or the MuJoCo C backend's threaded stepping pass.
 
@@ -132,7 +138,70 @@ class PhysicsClock:
         return num_envs * steps / seconds, float("nan")
 
 
-def run_backend(n: int, backend: str, device: str, iterations: int) -> dict[str, float]:
+def cpu_has_native_bf16() -> bool:
+    """AMX-BF16 or AVX512-BF16 in the CPU flags (Linux), i.e. bf16 matmuls that are not emulated."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def minibatch_step_seconds(agent: PPO, batch: dict[str, torch.Tensor], device: str, reps: int) -> float:
+    """Mean wall time of ``agent.perform_optimization_step`` on ``batch`` (after one untimed warm-up step)."""
+    agent.perform_optimization_step(dict(batch))
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        agent.perform_optimization_step(dict(batch))
+    sync(device)
+    return (time.perf_counter() - t0) / reps
+
+
+def matmul_peak(m: int, k: int, n: int, device: str, reps: int = 20) -> float:
+    """FLOP/s of a plain fp32 ``torch.mm`` of ``[m, k] @ [k, n]`` on ``device``."""
+    a, b = torch.randn(m, k, device=device), torch.randn(k, n, device=device)
+    torch.mm(a, b)
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        torch.mm(a, b)
+    sync(device)
+    return 2.0 * m * k * n * reps / (time.perf_counter() - t0)
+
+
+def update_options(agent: PPO, device: str) -> dict[str, float]:
+    """Seconds of one minibatch step per update option (see the module docstring); prints the comparison."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    c = agent.config
+    data = agent.experience_buffer.flat()
+    mb = agent.num_steps * agent.num_envs // c.num_minibatches
+    batch = {k: v[:mb].clone() for k, v in data.items()}
+    out = {"fp32": minibatch_step_seconds(agent, batch, device, reps=5)}
+    with FlopCounterMode(display=False) as counter:
+        agent.perform_optimization_step(dict(batch))
+    flops = counter.get_total_flops()
+    native = torch.cuda.is_bf16_supported() if device.startswith("cuda") else cpu_has_native_bf16()
+    c.update_precision = "bf16"
+    out["bf16"] = minibatch_step_seconds(agent, batch, device, reps=1 if not native else 5)
+    c.update_precision = "fp32"
+    agent.model.actor.mu.compile()  # as agent.compile=true does (compiles on the next call)
+    agent.model.critic.net.compile()
+    out["compile"] = minibatch_step_seconds(agent, batch, device, reps=5)
+    peak = matmul_peak(mb, agent.env.obs_dims["obs"], c.actor.units[0], device)
+    print(f"  update options, one {mb}-sample minibatch step (actor + critic): fp32 eager {1e3 * out['fp32']:.1f} ms "
+          f"(before, shipped), bf16 autocast {1e3 * out['bf16']:.1f} ms (x{out['fp32'] / out['bf16']:.2f}; native "
+          f"bf16 {'yes' if native else 'no'}), torch.compile {1e3 * out['compile']:.1f} ms "
+          f"(x{out['fp32'] / out['compile']:.2f})")
+    rate = flops / out["fp32"]
+    print(f"  update matmuls: {rate / 1e9:.0f} GFLOP/s in the fp32 step vs {peak / 1e9:.0f} GFLOP/s of a plain "
+          f"torch.mm [{mb}x{agent.env.obs_dims['obs']}]@[{agent.env.obs_dims['obs']}x{c.actor.units[0]}] "
+          f"({100 * rate / peak:.0f}%)")
+    return out
+
+
+def run_backend(n: int, backend: str, device: str, iterations: int, options: bool = False) -> dict:
     cfg = load_train_cfg(n, device, backend)
     env = HumanoidImitationEnv(cfg.env, num_envs=n, device=device, seed=0, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
                                motion_cfg=cfg.motion)
@@ -148,9 +217,8 @@ def run_backend(n: int, backend: str, device: str, iterations: int) -> dict[str,
     env.reset()
     clock.reset()
     env_watch.reset()
-    actions = 0.3 * torch.randn(env.num_envs, env.num_actions, device=device)
-    for _ in range(steps):
-        env.step(actions)
+    for _ in range(steps):  # fresh noise each step: a held action lets the robot settle and the solver coast
+        env.step(0.3 * torch.randn(env.num_envs, env.num_actions, device=device))
     env_sps = n * steps / env_watch.seconds
     raw_env, _ = clock.raw_steps_per_s(n, steps)
 
@@ -174,14 +242,18 @@ def run_backend(n: int, backend: str, device: str, iterations: int) -> dict[str,
     env_s = env_watch.seconds
     shares = {"physics": physics_s / total, "env kernels+resets": (env_s - physics_s) / total,
               "policy+buffer": (rollout_s - env_s) / total, "update": update_s / total}
-    env.close()
     print(f"[{device}] num_envs={n} sim={backend}: raw={raw_env:.0f} env={env_sps:.0f} (raw on training states "
           f"{raw_train:.0f}) train={train:.0f} control steps/s (agent: {steps} steps x {cfg.agent.num_mini_epochs} "
           f"epochs x {cfg.agent.num_minibatches} minibatches, actor {cfg.agent.actor.units})")
     print("  shares of an iteration: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()))
     print(f"  {backend} env/raw = {env_sps / raw_env:.2f}")
     print(f"  {backend} train/raw = {train / raw_train:.2f}")
-    return {"raw": raw_train, "train": train}
+    res = {"raw": raw_train, "train": train, "samples": n * steps * iterations, "rollout_s": rollout_s,
+           "update_s": update_s}
+    if options:
+        res["options"] = update_options(agent, device)
+    env.close()
+    return res
 
 
 # ----------------------------------------------------------------------------- data-parallel scaling
@@ -267,6 +339,7 @@ def main() -> None:
     p.add_argument("--backends", nargs="+", default=["mjwarp", "mujoco"], choices=["mjwarp", "mujoco"])
     p.add_argument("--device", default="auto")
     p.add_argument("--devices", type=int, default=1, help="N > 1: the scaling of N DDP ranks over one rank")
+    p.add_argument("--no-update-options", action="store_true", help="skip timing the bf16 / compile update options")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -283,10 +356,20 @@ def main() -> None:
     backends = [b for b in args.backends if b != "mujoco" or device == "cpu"]
     for n in args.num_envs:
         torch.manual_seed(0)
-        res = {b: run_backend(n, b, device, args.iterations) for b in backends}
+        res = {b: run_backend(n, b, device, args.iterations, options=b == backends[-1] and not args.no_update_options)
+               for b in backends}
         if {"mjwarp", "mujoco"} <= res.keys():
-            print(f"raw mujoco/mjwarp = {res['mujoco']['raw'] / res['mjwarp']['raw']:.2f}")
-            print(f"train mujoco/mjwarp = {res['mujoco']['train'] / res['mjwarp']['train']:.2f}")
+            mj, wp_ = res["mujoco"], res["mjwarp"]
+            print(f"raw mujoco/mjwarp = {mj['raw'] / wp_['raw']:.2f}")
+            print(f"train mujoco/mjwarp = {mj['train'] / wp_['train']:.2f}")
+            print(f"  bound with a free update (mujoco rollout alone): "
+                  f"{mj['samples'] / mj['rollout_s'] / wp_['train']:.2f}")
+            for name, step_s in mj.get("options", {}).items():
+                if name == "fp32":
+                    continue
+                update_s = mj["update_s"] * step_s / mj["options"]["fp32"]  # the timed updates, rescaled
+                est = mj["samples"] / (mj["rollout_s"] + update_s) / wp_["train"]
+                print(f"  with the {name} update (estimated from its timed minibatch step): {est:.2f}")
 
 
 if __name__ == "__main__":

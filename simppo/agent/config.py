@@ -6,6 +6,8 @@
 from dataclasses import dataclass, field
 
 LR_SCHEDULES = ("fixed", "adaptive", "adaptive_iteration")
+UPDATE_PRECISIONS = ("fp32", "bf16")
+PER_MOTION_LOG_STD_LR_SCALE = 10.0
 
 
 @dataclass
@@ -60,15 +62,36 @@ class PPOAgentConfig:
     # shared: one log-std vector [A] for every env. per_motion: a table [num_rows, A] whose row is the env's
     # motion's MotionIndex row (stable when shards are appended); needs an env with motions.
     exploration: str = "shared"
+    # learning rate of the actor's log-std (the vector, or every row of the per-motion table) over actor_lr.
+    # None: 1 with shared exploration; PER_MOTION_LOG_STD_LR_SCALE with per_motion, whose rows each learn from
+    # their motion's share of the samples and must part within a run (at 1x they moved < 2 % in 60 iterations).
+    log_std_lr_scale: float | None = None
     normalize_rewards: bool = True
     normalize_advantages: bool = True
     obs_clip: float = 5.0
     actor: ActorCfg = field(default_factory=ActorCfg)
     critic: MLPCfg = field(default_factory=MLPCfg)
+    # Speed of the minibatch update (the algorithm is unchanged; benchmarks/train_throughput.py prints each
+    # option before/after). bf16: the actor/critic MLP forward and backward under bf16 autocast, with fp32 master
+    # weights, losses and Adam; it pays only where the hardware multiplies bf16 natively (CUDA sm80+, CPUs with
+    # AMX / AVX512-BF16): on an AVX2-only CPU it is ~15x slower. compile: torch.compile of the two MLPs (Inductor;
+    # on CPU it needs a C++ compiler and adds ~1 min of compiling at start).
+    update_precision: str = "fp32"
+    compile: bool = False
     # checkpoints
     save_last_every: int = 10
     save_epoch_every: int = 500
 
+    def resolved_log_std_lr_scale(self) -> float:
+        if self.log_std_lr_scale is not None:
+            return float(self.log_std_lr_scale)
+        return PER_MOTION_LOG_STD_LR_SCALE if self.exploration == "per_motion" else 1.0
+
     def __post_init__(self) -> None:
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"agent.lr_schedule: unknown schedule {self.lr_schedule!r}; choose one of {LR_SCHEDULES}")
+        if self.log_std_lr_scale is not None and not self.log_std_lr_scale > 0:
+            raise ValueError(f"agent.log_std_lr_scale must be > 0 (or null: the default), got {self.log_std_lr_scale}")
+        if self.update_precision not in UPDATE_PRECISIONS:
+            raise ValueError(f"agent.update_precision: unknown precision {self.update_precision!r}; choose one of "
+                             f"{UPDATE_PRECISIONS}")

@@ -157,20 +157,37 @@ class PPO:
         dims = self.env.obs_dims
         model = PPOModel(dims["obs"], dims.get("critic_obs", dims["obs"]), self.env.num_actions,
                          c.actor, c.critic, obs_clip=c.obs_clip, normalize_obs=c.normalize_obs, num_rows=self.num_rows)
+        if c.compile:  # in place: the state-dict keys stay those of the plain modules
+            model.actor.mu.compile()
+            model.critic.net.compile()
         return model.to(self.device)
 
     def create_optimizers(self, model: PPOModel):
-        """Separate fused Adam for actor and critic; learning rates are device tensors (no host sync)."""
+        """Separate fused Adam for actor and critic; learning rates are device tensors (no host sync). The actor's
+        learnable log-std is its own parameter group at ``log_std_lr = actor_lr * log_std_lr_scale``."""
         c = self.config
         self.actor_lr = torch.tensor(c.actor_lr, device=self.device)
         self.critic_lr = torch.tensor(c.critic_lr, device=self.device)
+        self.log_std_lr_scale = c.resolved_log_std_lr_scale()
+        self.log_std_lr = self.actor_lr * self.log_std_lr_scale
         fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
-        actor_opt = torch.optim.Adam(model.actor.parameters(), lr=self.actor_lr, **fused)
+        actor_opt = torch.optim.Adam(self.actor_param_groups(model.actor), lr=self.actor_lr, **fused)
         critic_opt = torch.optim.Adam(model.critic.parameters(), lr=self.critic_lr, **fused)
         # Fabric wraps copies of the handles; self.model keeps the plain modules for clean state dicts.
         self.actor, actor_opt = self.fabric.setup(model.actor, actor_opt)
         self.critic, critic_opt = self.fabric.setup(model.critic, critic_opt)
         return actor_opt, critic_opt
+
+    def actor_param_groups(self, actor: nn.Module) -> list[dict]:
+        """``log_std`` (its own learning rate) and the rest, in ``actor.parameters()`` order, so that the optimizer's
+        state indices are the parameters' positions (per-motion checkpoint growth relies on it)."""
+        params = list(actor.named_parameters())
+        groups = [{"name": "log_std", "params": [p for n, p in params if n == "log_std"], "lr": self.log_std_lr},
+                  {"name": "actor", "params": [p for n, p in params if n != "log_std"], "lr": self.actor_lr}]
+        groups = [g for g in groups if g["params"]]
+        if [id(p) for g in groups for p in g["params"]] != [id(p) for _, p in params]:
+            raise RuntimeError("the actor's log_std must be registered before its other parameters")
+        return groups
 
     def register_algorithm_experience_buffer_keys(self) -> None:
         b, dims, a = self.experience_buffer, self.env.obs_dims, self.env.num_actions
@@ -372,10 +389,16 @@ class PPO:
         var = ((sums[2] - n * mean.square()) / (n - 1.0).clamp(min=1.0)).clamp(min=0.0)
         return mean.to(adv.dtype), var.sqrt().to(adv.dtype)
 
+    def update_autocast(self) -> torch.autocast:
+        """bf16 autocast of the MLPs in a minibatch step with ``update_precision=bf16``; a no-op with fp32."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.update_precision == "bf16")
+
     def actor_step(self, batch_dict: dict[str, torch.Tensor]):
         """Clipped surrogate + entropy bonus + bounds + extra losses, then one clipped Adam step on the actor."""
         c = self.config
-        mean, log_std = self.actor(batch_dict["obs"], batch_dict.get("rows"))  # log_std: each sample's row
+        with self.update_autocast():
+            mean, log_std = self.actor(batch_dict["obs"], batch_dict.get("rows"))  # log_std: each sample's row
+        mean = mean.float()  # losses in fp32
         batch_dict["mean_action"] = mean
         logp = L.gaussian_log_prob(batch_dict["actions"], mean, log_std)
         surr, _, clipped = L.clipped_surrogate_loss(logp, batch_dict["logp"], batch_dict["advantages"], c.e_clip)
@@ -403,7 +426,9 @@ class PPO:
     def critic_step(self, batch_dict: dict[str, torch.Tensor]):
         """(Clipped) value loss, then one clipped Adam step on the critic."""
         c = self.config
-        values = self.critic(batch_dict["critic_obs"])
+        with self.update_autocast():
+            values = self.critic(batch_dict["critic_obs"])
+        values = values.float()
         vloss = L.value_loss(values, batch_dict["values"], batch_dict["returns"], c.clip_value_loss, c.value_clip)
         loss = c.critic_coef * vloss.mean()
         self.critic_optimizer.zero_grad(set_to_none=True)
@@ -427,6 +452,7 @@ class PPO:
         c = self.config
         factor = torch.where(kl > 2.0 * c.desired_kl, 1.0 / 1.5, torch.where(kl < 0.5 * c.desired_kl, 1.5, 1.0))
         self.actor_lr.copy_((self.actor_lr * factor).clamp(c.min_lr, c.max_lr))
+        self.log_std_lr.copy_(self.actor_lr * self.log_std_lr_scale)
 
     # ---------------------------------------------------------- state dicts
     def rank_state(self) -> dict:
@@ -523,10 +549,14 @@ class PPO:
             return
         self.actor_optimizer.load_state_dict(state_dict["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state_dict["critic_optimizer"])
-        for opt, lr in ((self.actor_optimizer, self.actor_lr), (self.critic_optimizer, self.critic_lr)):
-            lr.copy_(torch.as_tensor(opt.param_groups[0]["lr"]))
-            for group in opt.param_groups:
-                group["lr"] = lr
+        actor_group = next(g for g in self.actor_optimizer.param_groups if g.get("name") != "log_std")
+        for group, lr in ((actor_group, self.actor_lr), (self.critic_optimizer.param_groups[0], self.critic_lr)):
+            lr.copy_(torch.as_tensor(group["lr"]))
+        self.log_std_lr.copy_(self.actor_lr * self.log_std_lr_scale)
+        for opt in (self.actor_optimizer, self.critic_optimizer):
+            for group in opt.param_groups:  # the device tensors the schedule updates in place
+                group["lr"] = self.log_std_lr if group.get("name") == "log_std" else (
+                    self.actor_lr if opt is self.actor_optimizer else self.critic_lr)
         self.reward_normalizer.load_state_dict(state_dict["running_reward_norm"])
         self.epoch = int(state_dict["epoch"])
         self.step_count = int(state_dict["step_count"])

@@ -33,3 +33,37 @@ def test_adaptive_iteration_changes_the_lr_once_per_iteration():
 def test_unknown_schedule_is_refused():
     with pytest.raises(ValueError, match="lr_schedule"):
         PPOAgentConfig(lr_schedule="cosine")
+
+
+def test_log_std_learns_at_its_scale_of_the_actor_lr():
+    """Adam's first step moves each entry by ~lr (|g| >> eps): the log-std by ``log_std_lr_scale`` x actor_lr."""
+    lr = 1e-4
+    for scale in (1.0, 10.0):
+        torch.manual_seed(0)
+        cfg = small_agent_cfg(num_steps=8, num_mini_epochs=1, num_minibatches=1, lr_schedule="fixed", actor_lr=lr,
+                              log_std_lr_scale=scale)
+        agent = PPO(cpu_fabric(), PendulumEnv(PendulumEnvCfg(), num_envs=8, seed=0), cfg)
+        agent.setup()
+        agent.collect_rollout()
+        before = agent.model.actor.log_std.detach().clone()
+        agent.optimize_model()
+        step = (agent.model.actor.log_std.detach() - before).abs()
+        assert step.max() == pytest.approx(scale * lr, rel=1e-2)
+
+
+def test_log_std_lr_follows_the_adaptive_schedule_and_defaults_by_exploration_mode():
+    assert PPOAgentConfig().resolved_log_std_lr_scale() == 1.0
+    assert PPOAgentConfig(exploration="per_motion").resolved_log_std_lr_scale() == 10.0
+    assert PPOAgentConfig(exploration="per_motion", log_std_lr_scale=2.0).resolved_log_std_lr_scale() == 2.0
+    with pytest.raises(ValueError, match="log_std_lr_scale"):
+        PPOAgentConfig(log_std_lr_scale=0.0)
+    torch.manual_seed(0)
+    agent = PPO(cpu_fabric(), PendulumEnv(PendulumEnvCfg(), num_envs=8, seed=0),
+                small_agent_cfg(num_steps=8, lr_schedule="adaptive_iteration", desired_kl=1e3, log_std_lr_scale=4.0))
+    agent.setup()
+    agent.collect_rollout()
+    agent.optimize_model()
+    groups = {g["name"]: g for g in agent.actor_optimizer.param_groups}
+    assert float(groups["actor"]["lr"]) == pytest.approx(3e-3 * 1.5, rel=1e-6)
+    assert float(groups["log_std"]["lr"]) == pytest.approx(4.0 * 3e-3 * 1.5, rel=1e-6)
+    assert groups["log_std"]["params"] == [agent.model.actor.log_std]
