@@ -186,8 +186,7 @@ def update_options(agent: PPO, device: str) -> dict[str, float]:
     c.update_precision = "bf16"
     out["bf16"] = minibatch_step_seconds(agent, batch, device, reps=1 if not native else 5)
     c.update_precision = "fp32"
-    agent.model.actor.mu.compile()  # as agent.compile=true does (compiles on the next call)
-    agent.model.critic.net.compile()
+    agent.model.compile_mlps()  # as agent.compile=true does (compiles on the next call)
     out["compile"] = minibatch_step_seconds(agent, batch, device, reps=5)
     peak = matmul_peak(mb, agent.env.obs_dims["obs"], c.actor.units[0], device)
     print(f"  update options, one {mb}-sample minibatch step (actor + critic): fp32 eager {1e3 * out['fp32']:.1f} ms "

@@ -105,6 +105,11 @@ class PPOModel(nn.Module):
         self.critic_obs_norm = RunningMeanStd((critic_obs_dim,), clip=obs_clip)
         self.normalize_obs = normalize_obs
 
+    def compile_mlps(self) -> None:
+        """``torch.compile`` the actor's and the critic's MLPs in place (state-dict keys unchanged)."""
+        self.actor.mu.compile()
+        self.critic.net.compile()
+
     @torch.no_grad()
     def normalize(self, obs: dict[str, torch.Tensor], update: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Env observations (``obs`` ``[B, obs_dim]``, optional ``critic_obs`` ``[B, critic_obs_dim]``) →

@@ -157,9 +157,8 @@ class PPO:
         dims = self.env.obs_dims
         model = PPOModel(dims["obs"], dims.get("critic_obs", dims["obs"]), self.env.num_actions,
                          c.actor, c.critic, obs_clip=c.obs_clip, normalize_obs=c.normalize_obs, num_rows=self.num_rows)
-        if c.compile:  # in place: the state-dict keys stay those of the plain modules
-            model.actor.mu.compile()
-            model.critic.net.compile()
+        if c.compile:
+            model.compile_mlps()
         return model.to(self.device)
 
     def create_optimizers(self, model: PPOModel):
@@ -549,14 +548,15 @@ class PPO:
             return
         self.actor_optimizer.load_state_dict(state_dict["actor_optimizer"])
         self.critic_optimizer.load_state_dict(state_dict["critic_optimizer"])
+        # the stored rates into the device tensors the schedule updates in place, and the groups back onto them
         actor_group = next(g for g in self.actor_optimizer.param_groups if g.get("name") != "log_std")
-        for group, lr in ((actor_group, self.actor_lr), (self.critic_optimizer.param_groups[0], self.critic_lr)):
-            lr.copy_(torch.as_tensor(group["lr"]))
+        self.actor_lr.copy_(torch.as_tensor(actor_group["lr"]))
+        self.critic_lr.copy_(torch.as_tensor(self.critic_optimizer.param_groups[0]["lr"]))
         self.log_std_lr.copy_(self.actor_lr * self.log_std_lr_scale)
-        for opt in (self.actor_optimizer, self.critic_optimizer):
-            for group in opt.param_groups:  # the device tensors the schedule updates in place
-                group["lr"] = self.log_std_lr if group.get("name") == "log_std" else (
-                    self.actor_lr if opt is self.actor_optimizer else self.critic_lr)
+        for group in self.actor_optimizer.param_groups:
+            group["lr"] = self.log_std_lr if group.get("name") == "log_std" else self.actor_lr
+        for group in self.critic_optimizer.param_groups:
+            group["lr"] = self.critic_lr
         self.reward_normalizer.load_state_dict(state_dict["running_reward_norm"])
         self.epoch = int(state_dict["epoch"])
         self.step_count = int(state_dict["step_count"])

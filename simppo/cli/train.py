@@ -31,6 +31,11 @@ CPU_DEFAULT_NUM_ENVS = 256  # sim=auto → MuJoCo C threads: ~1,000 training ste
 GPU_DEFAULT_NUM_ENVS = 4096
 
 
+def default_num_envs(device: str) -> int:
+    """``num_envs`` when the config leaves it unset (``null``): per device kind."""
+    return CPU_DEFAULT_NUM_ENVS if device == "cpu" else GPU_DEFAULT_NUM_ENVS
+
+
 class UsageError(ValueError):
     """Bad input found before training: reported as one line (see :func:`fail`)."""
 
@@ -127,7 +132,7 @@ def run(cfg_node) -> None:
     device = resolve_device(fabric.device)  # the env, the policy and the motions share one device per rank
     say = print if zero else (lambda *args, **kwargs: None)
     if cfg.num_envs is None:
-        cfg.num_envs = CPU_DEFAULT_NUM_ENVS if device == "cpu" else GPU_DEFAULT_NUM_ENVS
+        cfg.num_envs = default_num_envs(device)
     init_warp()
     seed = cfg.seed + rank  # every rank its own random streams (env resets, action noise)
     torch.manual_seed(seed)

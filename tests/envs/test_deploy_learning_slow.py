@@ -32,7 +32,7 @@ from omegaconf import OmegaConf
 
 from simppo.agent.ppo import PPO
 from simppo.agent.runner import Runner
-from simppo.cli.train import CPU_DEFAULT_NUM_ENVS, GPU_DEFAULT_NUM_ENVS
+from simppo.cli.train import default_num_envs
 from simppo.config import register_configs
 from simppo.envs import make_env
 from simppo.envs.imitation.config import DeployRandomizationCfg, RandomizationCfg
@@ -56,7 +56,7 @@ def train(tmp_path, name: str, overrides: list[str]):
                                            f"experiment_name={name}", f"motion.files=[{tmp_path / 'pack'}]"])
     cfg = OmegaConf.to_object(node)
     if cfg.num_envs is None:  # as simppo-train
-        cfg.num_envs = CPU_DEFAULT_NUM_ENVS if DEVICE == "cpu" else GPU_DEFAULT_NUM_ENVS
+        cfg.num_envs = default_num_envs(DEVICE)
     torch.manual_seed(cfg.seed)
     env = make_env(cfg.env, cfg.num_envs, device=DEVICE, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
                    motion_cfg=cfg.motion)
