@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-shot GPU check of simppo (< 8 min on a fresh GPU machine, Warp kernel compile included):
+# One-shot GPU check of simppo (< 9 min on a fresh GPU machine, Warp kernel compile included):
 #   1. install   pip install -e ".[dev]" with the machine's torch; offline machines: wheels carried in .whl/
 #                (warp-lang, mujoco, mujoco-warp, hydra-core, omegaconf, antlr4-python3-runtime,
 #                lightning-fabric, ... see docs of the device tool), then an editable install without deps
@@ -14,6 +14,7 @@
 #
 #   bash benchmarks/gpu_check.sh             # on a GPU machine
 #   bash benchmarks/gpu_check.sh --dry-run   # every stage on the CPU at small sizes (no install: pip --dry-run)
+#   SIMPPO_GPU_STAGES="install compile tests" bash benchmarks/gpu_check.sh   # some stages only
 set -u
 cd "$(dirname "$0")/.."
 
@@ -22,7 +23,7 @@ DRY=0
 PY=${PYTHON:-$(command -v python || command -v python3)}
 RESULTS=${OUT:+$OUT/gpu_results.txt}
 RESULTS=${RESULTS:-$PWD/gpu_results.txt}
-export DRY PY PYTHONUNBUFFERED=1 WANDB_MODE=disabled MUJOCO_GL=${MUJOCO_GL:-egl} SIMPPO_GPU_RESULTS="$RESULTS"
+export DRY PY PYTHONUNBUFFERED=1 WANDB_MODE=disabled SIMPPO_GPU_RESULTS="$RESULTS"
 : > "$RESULTS"
 STATUS=0
 
@@ -50,6 +51,11 @@ install_simppo() {
         "$PY" -m pip install --dry-run --no-index --no-deps --no-build-isolation -q -e . && echo "install: dry run ok"
         return
     fi
+    if "$PY" -c "import warp, mujoco, mujoco_warp, hydra, omegaconf, lightning_fabric" 2>/dev/null; then
+        # dependencies already importable (e.g. carried wheels unpacked on PYTHONPATH): simppo itself only
+        "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . && echo "install: simppo only"
+        return
+    fi
     if [ -d .whl ]; then  # offline machine: carried wheels, then simppo itself without dependencies
         "$PY" -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || return
         "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . || return
@@ -75,6 +81,7 @@ EOF
 
 compile_kernels() {
     "$PY" - "$DEVICE" "$NENVS_SMALL" <<'EOF'
+import os
 import sys
 import time
 
@@ -90,7 +97,16 @@ init_warp()
 t0 = time.perf_counter()
 print(f"compiling kernels for {device} (first run on this machine; later runs load Warp's cache) ...", flush=True)
 env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=n, device=device, sim_cfg=SimCfg(name="mjwarp"))
-print(f"  env built in {time.perf_counter() - t0:.1f} s; warming up (CUDA: capturing graphs) ...", flush=True)
+workers = os.cpu_count() or 1
+print(f"  env built in {time.perf_counter() - t0:.1f} s; compiling every module loaded so far on {workers} "
+      "threads ...", flush=True)
+import warp as wp  # noqa: E402
+
+try:  # every module imported so far, most of them unused: a failure here is reported, the lazy loads go on
+    wp.force_load(device=device, max_workers=workers)
+except Exception as e:  # noqa: BLE001
+    print(f"  force_load failed ({type(e).__name__}: {e}); modules load one by one on first use", flush=True)
+print(f"  modules loaded in {time.perf_counter() - t0:.1f} s; warming up (CUDA: capturing graphs) ...", flush=True)
 env.sim.warm_up()
 env.reset()
 env.step(torch.zeros(n, env.num_actions, device=device))
@@ -119,11 +135,14 @@ fi
 
 note "simppo gpu_check $( [ "$DRY" = 1 ] && echo '--dry-run (CPU, small sizes)' ) $(date -u +%FT%TZ) \
 rev $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-stage install 240 install_simppo
-stage versions 60 show_versions
-stage compile 240 compile_kernels
-stage tests 300 "$PY" -m pytest -q -rs -p no:cacheprovider ${PYTEST_MARK[@]+"${PYTEST_MARK[@]}"} "${TESTS[@]}"
-stage train 300 "$PY" benchmarks/train_throughput.py --backends mjwarp "${TRAIN_ARGS[@]}"
-stage gae 120 "$PY" benchmarks/gae.py "${GAE_ARGS[@]}"
+STAGES=" ${SIMPPO_GPU_STAGES:-install versions compile tests train gae} "
+want() { [[ "$STAGES" == *" $1 "* ]]; }
+want install && stage install 240 install_simppo
+want versions && stage versions 60 show_versions
+want compile && stage compile 200 compile_kernels
+want tests && stage tests 240 "$PY" -m pytest -q -rs -p no:cacheprovider ${PYTEST_MARK[@]+"${PYTEST_MARK[@]}"} \
+    "${TESTS[@]}"
+want train && stage train 220 "$PY" benchmarks/train_throughput.py --backends mjwarp "${TRAIN_ARGS[@]}"
+want gae && stage gae 60 "$PY" benchmarks/gae.py "${GAE_ARGS[@]}"
 note "=== gpu_check: $([ "$STATUS" = 0 ] && echo PASS || echo "FAIL (first failing exit $STATUS)"); results in $RESULTS"
 exit "$STATUS"

@@ -16,7 +16,8 @@ against a plain ``torch.mm`` of the first layer's shape on this device, and what
 ``train mujoco/mjwarp``; also the bound with a free update (rollout alone).
 
 Physics is: MJWarp's ``decimation`` ``mjw.step`` launches (CPU: timed inline; CUDA: a physics-only graph
-replayed on the current state after each phase), or the MuJoCo C backend's threaded stepping pass.
+replayed on the current state after each phase, and its share of an iteration is the time the iteration's
+steps take at that rate), or the MuJoCo C backend's threaded stepping pass.
 
     python benchmarks/train_throughput.py --devices 2 [--num-envs 256] [--iterations 2] [--device auto]
 
@@ -28,6 +29,7 @@ ranks of a CPU share its cores (MuJoCo C threads: cores / N per rank, as ``simpp
 
 import argparse
 import json
+import math
 import os
 import socket
 import subprocess
@@ -238,6 +240,8 @@ def run_backend(n: int, backend: str, device: str, iterations: int, options: boo
     total = rollout_s + update_s
     train = n * steps * iterations / total
     raw_train, physics_s = clock.raw_steps_per_s(n, steps)
+    if math.isnan(physics_s):  # CUDA graphs: physics is not timed inline; its time at the replayed graph's rate
+        physics_s = n * steps * iterations / raw_train
     env_s = env_watch.seconds
     shares = {"physics": physics_s / total, "env kernels+resets": (env_s - physics_s) / total,
               "policy+buffer": (rollout_s - env_s) / total, "update": update_s / total}

@@ -3,8 +3,9 @@
     pytest -m slow tests/agent/test_per_motion_learning_slow.py -s
 
 An easy clip (``stand_sway``) and a hard one (``walk``) are trained together with the shipped defaults
-(256 envs, CPU), once with ``agent.exploration=per_motion`` and once with ``shared``, for the same fixed
-number of PPO iterations (``SIMPPO_SLOW_PER_MOTION_EPOCHS``, default 250: ~1.5 M samples per run) from the
+(``SIMPPO_SLOW_DEVICE``, default auto: 256 envs and MuJoCo C on a CPU, 4096 envs and MJWarp on a GPU), once
+with ``agent.exploration=per_motion`` and once with ``shared``, for the same fixed number of PPO iterations
+(``SIMPPO_SLOW_PER_MOTION_EPOCHS``, default 250: ~1.5 M samples per run on a CPU) from the
 same seed (~5.5 s per iteration on 2 quiet CPU cores: ~23 min per run, ~47 min in all; at 60 iterations the
 per-motion rows had moved only 1-3 % from their start, too little to tell the clips apart). Then every
 clip is played from t = 0 with the mean action. Checks: the learned σ of the two motions differ clearly
@@ -24,14 +25,17 @@ from omegaconf import OmegaConf
 
 from simppo.agent.ppo import PPO
 from simppo.agent.runner import Runner
+from simppo.cli.train import default_num_envs
 from simppo.config import register_configs
 from simppo.envs import make_env
 from simppo.eval.metrics import clip_steps
 from simppo.eval.tracking import play_from_start
 from simppo.motion.pack import pack_motions
 from simppo.paths import CONFIG_DIR, MOTIONS_DIR
+from simppo.utils.device import resolve_device
 
 EPOCHS = int(os.environ.get("SIMPPO_SLOW_PER_MOTION_EPOCHS", 250))
+DEVICE = resolve_device(os.environ.get("SIMPPO_SLOW_DEVICE", "auto"))
 CLIPS = ["stand_sway", "walk"]  # easy, hard
 COPIES = 4  # deterministic plays per clip
 ERROR_TOL_M = 0.005
@@ -44,22 +48,25 @@ def train_and_play(tmp_path, exploration: str) -> dict:
         pack_motions([str(MOTIONS_DIR / f"{c}.csv") for c in CLIPS], str(pack), robot="g1")
     register_configs()
     with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
-        node = compose("train", overrides=["num_envs=256", "device=cpu", "logger=none", "experiment_name=slow",
+        node = compose("train", overrides=[f"device={DEVICE}", "logger=none", "experiment_name=slow",
                                            f"motion.files=[{pack}]", f"agent.exploration={exploration}"])
     cfg = OmegaConf.to_object(node)
+    if cfg.num_envs is None:  # as simppo-train
+        cfg.num_envs = default_num_envs(DEVICE)
     torch.manual_seed(cfg.seed)
-    env = make_env(cfg.env, cfg.num_envs, device="cpu", seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+    env = make_env(cfg.env, cfg.num_envs, device=DEVICE, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
                    motion_cfg=cfg.motion)
-    agent = PPO(Fabric(accelerator="cpu", devices=1), env, cfg.agent)
+    agent = PPO(Fabric(accelerator="cuda" if DEVICE.startswith("cuda") else "cpu", devices=1), env, cfg.agent)
     agent.setup()
     t0 = time.perf_counter()
     runner = Runner(agent, tmp_path / exploration, max_epochs=EPOCHS, log_every=10)
     runner.train()
     sigma = agent.model.actor.log_std.detach().exp()
     sigma = sigma.mean(-1) if sigma.dim() == 2 else sigma.mean().expand(len(CLIPS))
-    play_env = make_env(cfg.env, COPIES, device="cpu", seed=1, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+    play_env = make_env(cfg.env, COPIES, device=DEVICE, seed=1, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
                         motion_cfg=cfg.motion)
-    out = {"train_s": time.perf_counter() - t0, "samples": agent.step_count}
+    out = {"device": DEVICE, "num_envs": cfg.num_envs, "train_s": time.perf_counter() - t0,
+           "samples": agent.step_count}
     for i, name in enumerate(CLIPS):
         length = float(play_env.motion_lib.motion_lengths[i])
         r = play_from_start(agent.model, play_env, i, clip_steps(length, play_env.dt))
