@@ -4,13 +4,21 @@
 
 An easy clip (``stand_sway``) and a hard one (``walk``) are trained together with the shipped defaults
 (``SIMPPO_SLOW_DEVICE``, default auto: 256 envs and MuJoCo C on a CPU, 4096 envs and MJWarp on a GPU), once
-with ``agent.exploration=per_motion`` and once with ``shared``, for the same fixed number of PPO iterations
-(``SIMPPO_SLOW_PER_MOTION_EPOCHS``, default 250: ~1.5 M samples per run on a CPU) from the
-same seed (~5.5 s per iteration on 2 quiet CPU cores: ~23 min per run, ~47 min in all; at 60 iterations the
-per-motion rows had moved only 1-3 % from their start, too little to tell the clips apart). Then every
-clip is played from t = 0 with the mean action. Checks: the learned σ of the two motions differ clearly
-(≥ 10 %), and tracking of the hard clip with per-motion σ is at least as good as with the shared σ (survival
-no shorter, body-position error no larger, up to a small seed tolerance).
+with ``agent.exploration=per_motion`` and once with ``shared``, for the same fixed budget of samples
+(``SIMPPO_SLOW_PER_MOTION_SAMPLES``, default 14.7 M: 150 PPO iterations of 4096 envs, 2,400 of 256) from the
+same seed. Then every clip is
+played from t = 0 with the mean action. Checks: the learned σ of the two motions differ clearly (≥ 10 %), and
+tracking of the hard clip with per-motion σ is at least as good as with the shared σ (survival no shorter,
+body-position error no larger, up to a small seed tolerance).
+
+Measured (2026-11-30):
+- one H200, the default 14.7 M samples per run (88 s and 77 s of training, 3 min in all): passes. σ per
+  motion stand_sway 0.210, walk 0.234 (11 % apart; shared 0.258); walk survival 5.02 s of 5.0 s both, body
+  error 0.032 m (per-motion) vs 0.029 m (shared); stand_sway 0.015 vs 0.015 m.
+- 2 CPU cores, 1.54 M samples per run (250 iterations, ~23 min per run): fails the σ check. σ stand_sway
+  0.275, walk 0.291 (5.7 % apart; shared 0.343); walk survival 5.02 s both, error 0.036 vs 0.038 m. At 0.37 M
+  samples the rows had moved 1-3 % from their start: σ separates with samples, and 1.5 M are too few. The
+  default budget takes ~3.7 h per run on 2 cores (not run there).
 """
 
 import math
@@ -34,8 +42,8 @@ from simppo.motion.pack import pack_motions
 from simppo.paths import CONFIG_DIR, MOTIONS_DIR
 from simppo.utils.device import resolve_device
 
-EPOCHS = int(os.environ.get("SIMPPO_SLOW_PER_MOTION_EPOCHS", 250))
 DEVICE = resolve_device(os.environ.get("SIMPPO_SLOW_DEVICE", "auto"))
+SAMPLES = int(float(os.environ.get("SIMPPO_SLOW_PER_MOTION_SAMPLES", 150 * 4096 * 24)))
 CLIPS = ["stand_sway", "walk"]  # easy, hard
 COPIES = 4  # deterministic plays per clip
 ERROR_TOL_M = 0.005
@@ -59,7 +67,8 @@ def train_and_play(tmp_path, exploration: str) -> dict:
     agent = PPO(Fabric(accelerator="cuda" if DEVICE.startswith("cuda") else "cpu", devices=1), env, cfg.agent)
     agent.setup()
     t0 = time.perf_counter()
-    runner = Runner(agent, tmp_path / exploration, max_epochs=EPOCHS, log_every=10)
+    epochs = math.ceil(SAMPLES / (cfg.num_envs * agent.num_steps))
+    runner = Runner(agent, tmp_path / exploration, max_epochs=epochs, log_every=10)
     runner.train()
     sigma = agent.model.actor.log_std.detach().exp()
     sigma = sigma.mean(-1) if sigma.dim() == 2 else sigma.mean().expand(len(CLIPS))
