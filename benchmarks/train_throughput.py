@@ -42,7 +42,6 @@ import mujoco_warp as mjw
 import torch
 import warp as wp
 from hydra import compose, initialize_config_dir
-from lightning_fabric import Fabric
 from omegaconf import OmegaConf
 
 from simppo.agent.ppo import PPO
@@ -50,7 +49,7 @@ from simppo.config import register_configs
 from simppo.envs.imitation import HumanoidImitationEnv
 from simppo.paths import CONFIG_DIR
 from simppo.sim.mujoco_c import MuJoCoSim
-from simppo.utils.device import init_warp, resolve_device
+from simppo.utils.device import fabric_for, init_warp, resolve_device
 
 
 def load_train_cfg(num_envs: int, device: str, backend: str):
@@ -149,27 +148,26 @@ def cpu_has_native_bf16() -> bool:
     return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
-def minibatch_step_seconds(agent: PPO, batch: dict[str, torch.Tensor], device: str, reps: int) -> float:
-    """Mean wall time of ``agent.perform_optimization_step`` on ``batch`` (after one untimed warm-up step)."""
-    agent.perform_optimization_step(dict(batch))
+def mean_seconds(fn, device: str, reps: int) -> float:
+    """Mean wall time of ``fn()`` over ``reps`` calls, after one untimed warm-up call."""
+    fn()
     sync(device)
     t0 = time.perf_counter()
     for _ in range(reps):
-        agent.perform_optimization_step(dict(batch))
+        fn()
     sync(device)
     return (time.perf_counter() - t0) / reps
+
+
+def minibatch_step_seconds(agent: PPO, batch: dict[str, torch.Tensor], device: str, reps: int) -> float:
+    """Mean wall time of ``agent.perform_optimization_step`` on ``batch``."""
+    return mean_seconds(lambda: agent.perform_optimization_step(dict(batch)), device, reps)
 
 
 def matmul_peak(m: int, k: int, n: int, device: str, reps: int = 20) -> float:
     """FLOP/s of a plain fp32 ``torch.mm`` of ``[m, k] @ [k, n]`` on ``device``."""
     a, b = torch.randn(m, k, device=device), torch.randn(k, n, device=device)
-    torch.mm(a, b)
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        torch.mm(a, b)
-    sync(device)
-    return 2.0 * m * k * n * reps / (time.perf_counter() - t0)
+    return 2.0 * m * k * n / mean_seconds(lambda: torch.mm(a, b), device, reps)
 
 
 def update_options(agent: PPO, device: str) -> dict[str, float]:
@@ -206,8 +204,7 @@ def run_backend(n: int, backend: str, device: str, iterations: int, options: boo
     cfg = load_train_cfg(n, device, backend)
     env = HumanoidImitationEnv(cfg.env, num_envs=n, device=device, seed=0, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
                                motion_cfg=cfg.motion)
-    agent = PPO(Fabric(accelerator="cuda" if device.startswith("cuda") else "cpu", devices=1, precision="32-true"),
-                env, cfg.agent)
+    agent = PPO(fabric_for(device), env, cfg.agent)
     agent.setup()
     steps = agent.num_steps
     clock = PhysicsClock(env, device)
@@ -266,7 +263,6 @@ def rank_samples_per_s(n: int, backend: str, device: str, iterations: int, devic
     """Training samples/s of every rank together: ``devices`` DDP ranks (or one process), ``n`` envs each.
     Runs in a worker process; every rank times the same iterations between two collectives."""
     from simppo.agent.distributed import all_reduce_, any_rank
-    from simppo.utils.device import fabric_for
 
     fabric = fabric_for(device, devices=devices, timeout_s=600)
     if devices > 1:

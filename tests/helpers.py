@@ -21,6 +21,34 @@ def small_agent_cfg(**overrides) -> PPOAgentConfig:
     return cfg
 
 
+def train_setup(overrides: list[str], device: str):
+    """``(cfg, env, agent)`` as ``simppo-train`` builds them in one process: Hydra's ``train`` config with
+    ``overrides`` and ``device=<device>``, ``num_envs`` resolved per device kind when unset, the torch seed set,
+    the env made and the PPO agent set up on ``fabric_for(device)``. For the slow learning checks."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from simppo.agent.ppo import PPO
+    from simppo.cli.train import default_num_envs
+    from simppo.config import register_configs
+    from simppo.envs import make_env
+    from simppo.paths import CONFIG_DIR
+    from simppo.utils.device import fabric_for
+
+    register_configs()
+    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
+        node = compose("train", overrides=[*overrides, f"device={device}"])
+    cfg = OmegaConf.to_object(node)
+    if cfg.num_envs is None:
+        cfg.num_envs = default_num_envs(device)
+    torch.manual_seed(cfg.seed)
+    env = make_env(cfg.env, cfg.num_envs, device=device, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+                   motion_cfg=cfg.motion)
+    agent = PPO(fabric_for(device), env, cfg.agent)
+    agent.setup()
+    return cfg, env, agent
+
+
 class SyncCounter:
     """Counts Tensor.item/.cpu/.numpy/.tolist/__bool__ calls while active (monkeypatched)."""
 

@@ -28,21 +28,15 @@ import os
 import time
 
 import pytest
-import torch
-from hydra import compose, initialize_config_dir
-from lightning_fabric import Fabric
-from omegaconf import OmegaConf
 
-from simppo.agent.ppo import PPO
 from simppo.agent.runner import Runner
-from simppo.cli.train import default_num_envs
-from simppo.config import register_configs
 from simppo.envs import make_env
 from simppo.eval.metrics import clip_steps
 from simppo.eval.tracking import play_from_start
 from simppo.motion.pack import pack_motions
-from simppo.paths import CONFIG_DIR, MOTIONS_DIR
+from simppo.paths import MOTIONS_DIR
 from simppo.utils.device import resolve_device
+from tests.helpers import train_setup
 
 DEVICE = resolve_device(os.environ.get("SIMPPO_SLOW_DEVICE", "auto"))
 SAMPLES = int(float(os.environ.get("SIMPPO_SLOW_PER_MOTION_SAMPLES", 150 * 4096 * 24)))
@@ -56,18 +50,8 @@ def train_and_play(tmp_path, exploration: str) -> dict:
     pack = tmp_path / "pack"
     if not pack.exists():
         pack_motions([str(MOTIONS_DIR / f"{c}.csv") for c in CLIPS], str(pack), robot="g1")
-    register_configs()
-    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
-        node = compose("train", overrides=[f"device={DEVICE}", "logger=none", "experiment_name=slow",
-                                           f"motion.files=[{pack}]", f"agent.exploration={exploration}"])
-    cfg = OmegaConf.to_object(node)
-    if cfg.num_envs is None:  # as simppo-train
-        cfg.num_envs = default_num_envs(DEVICE)
-    torch.manual_seed(cfg.seed)
-    env = make_env(cfg.env, cfg.num_envs, device=DEVICE, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
-                   motion_cfg=cfg.motion)
-    agent = PPO(Fabric(accelerator="cuda" if DEVICE.startswith("cuda") else "cpu", devices=1), env, cfg.agent)
-    agent.setup()
+    cfg, env, agent = train_setup(["logger=none", "experiment_name=slow", f"motion.files=[{pack}]",
+                                   f"agent.exploration={exploration}"], DEVICE)
     t0 = time.perf_counter()
     epochs = math.ceil(SAMPLES / (cfg.num_envs * agent.num_steps))
     runner = Runner(agent, tmp_path / exploration, max_epochs=epochs, log_every=10)

@@ -25,22 +25,16 @@ import os
 import time
 
 import pytest
-import torch
-from hydra import compose, initialize_config_dir
-from lightning_fabric import Fabric
-from omegaconf import OmegaConf
 
-from simppo.agent.ppo import PPO
 from simppo.agent.runner import Runner
-from simppo.cli.train import default_num_envs
-from simppo.config import register_configs
 from simppo.envs import make_env
 from simppo.envs.imitation.config import DeployRandomizationCfg, RandomizationCfg
 from simppo.eval.metrics import clip_steps
 from simppo.eval.tracking import play_from_start
 from simppo.motion.pack import pack_motions
-from simppo.paths import CONFIG_DIR, MOTIONS_DIR
+from simppo.paths import MOTIONS_DIR
 from simppo.utils.device import resolve_device
+from tests.helpers import train_setup
 
 TRAIN_SECONDS = float(os.environ.get("SIMPPO_SLOW_TRAIN_SECONDS", 15 * 60))
 DEVICE = resolve_device(os.environ.get("SIMPPO_SLOW_DEVICE", "auto"))
@@ -50,19 +44,8 @@ COPIES = 32  # plays per condition
 
 
 def train(tmp_path, name: str, overrides: list[str]):
-    register_configs()
-    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
-        node = compose("train", overrides=[*overrides, f"device={DEVICE}", f"sim={TRAIN_SIM}", "logger=none",
-                                           f"experiment_name={name}", f"motion.files=[{tmp_path / 'pack'}]"])
-    cfg = OmegaConf.to_object(node)
-    if cfg.num_envs is None:  # as simppo-train
-        cfg.num_envs = default_num_envs(DEVICE)
-    torch.manual_seed(cfg.seed)
-    env = make_env(cfg.env, cfg.num_envs, device=DEVICE, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
-                   motion_cfg=cfg.motion)
-    accelerator = "cuda" if DEVICE.startswith("cuda") else "cpu"
-    agent = PPO(Fabric(accelerator=accelerator, devices=1), env, cfg.agent)
-    agent.setup()
+    cfg, env, agent = train_setup([*overrides, f"sim={TRAIN_SIM}", "logger=none", f"experiment_name={name}",
+                                   f"motion.files=[{tmp_path / 'pack'}]"], DEVICE)
     t0 = time.perf_counter()
 
     def stop_after_budget(runner: Runner):

@@ -16,21 +16,16 @@ import os
 import time
 
 import pytest
-import torch
-from hydra import compose, initialize_config_dir
-from lightning_fabric import Fabric
-from omegaconf import OmegaConf
 
-from simppo.agent.ppo import PPO
 from simppo.agent.runner import Runner
-from simppo.config import register_configs
 from simppo.envs import make_env
 from simppo.eval.loading import build_eval_env
 from simppo.eval.metrics import clip_steps, evaluate_motions
 from simppo.eval.periodic import PeriodicEvaluator
 from simppo.eval.tracking import play_from_start
 from simppo.motion.pack import pack_motions
-from simppo.paths import CONFIG_DIR, MOTIONS_DIR
+from simppo.paths import MOTIONS_DIR
+from tests.helpers import train_setup
 
 TRAIN_SECONDS = float(os.environ.get("SIMPPO_SLOW_TRAIN_SECONDS", 15 * 60))
 COPIES = 4  # deterministic plays per clip
@@ -38,16 +33,8 @@ COPIES = 4  # deterministic plays per clip
 
 def train_and_play(tmp_path, clips: list[str]) -> dict[str, dict]:
     pack_motions([str(MOTIONS_DIR / f"{c}.csv") for c in clips], str(tmp_path / "pack"), robot="g1")
-    register_configs()
-    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
-        node = compose("train", overrides=["num_envs=256", "device=cpu", "logger=none", "experiment_name=slow",
-                                           f"motion.files=[{tmp_path / 'pack'}]"])
-    cfg = OmegaConf.to_object(node)
-    torch.manual_seed(cfg.seed)
-    env = make_env(cfg.env, cfg.num_envs, device="cpu", seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
-                   motion_cfg=cfg.motion)
-    agent = PPO(Fabric(accelerator="cpu", devices=1), env, cfg.agent)
-    agent.setup()
+    cfg, env, agent = train_setup(["num_envs=256", "logger=none", "experiment_name=slow",
+                                   f"motion.files=[{tmp_path / 'pack'}]"], "cpu")
     t0 = time.perf_counter()
 
     def report_and_stop(runner: Runner):
