@@ -7,7 +7,7 @@ import numpy as np
 
 from simppo.robot.config import RobotCfg
 from simppo.robot.model import RobotModel, build_robot_model, load_mj_model
-from simppo.sim.config import SimCfg
+from simppo.sim.config import MJWARP_SPARSE_ABOVE_NV, SimCfg
 
 
 def configure_model(robot_cfg: RobotCfg, cfg: SimCfg, mj_model: mujoco.MjModel | None = None
@@ -20,7 +20,17 @@ def configure_model(robot_cfg: RobotCfg, cfg: SimCfg, mj_model: mujoco.MjModel |
         m.opt.iterations = int(cfg.solver_iterations)
     if cfg.solver_ls_iterations is not None:
         m.opt.ls_iterations = int(cfg.solver_ls_iterations)
+    m.opt.jacobian = jacobian_layout(cfg.jacobian, m.nv)
     return m, build_robot_model(robot_cfg, m)
+
+
+def jacobian_layout(name: str, nv: int) -> int:
+    """``mjtJacobian`` for ``SimCfg.jacobian``: ``auto`` resolves by MJWarp's rule, so that both backends use one
+    layout (MuJoCo C's own ``auto`` is dense below 60 dofs)."""
+    J = mujoco.mjtJacobian
+    if name == "auto":
+        return int(J.mjJAC_SPARSE if nv > MJWARP_SPARSE_ABOVE_NV else J.mjJAC_DENSE)
+    return int({"dense": J.mjJAC_DENSE, "sparse": J.mjJAC_SPARSE}[name])
 
 
 def robot_collision_geoms(m: mujoco.MjModel) -> np.ndarray:

@@ -18,7 +18,8 @@ it), so the views behave as in :class:`~simppo.sim.mjwarp.MJWarpSim`. The derive
 guard use the same kernels as MJWarp (:mod:`simppo.kernels.sim`); the contacts are copied into
 MJWarp's flat layout with ``nconmax`` slots and ``njmax`` constraint rows per world.
 
-Differences from ``sim=mjwarp`` (same MJCF, PD servos and options otherwise): float64 physics;
+Differences from ``sim=mjwarp`` (same MJCF, PD servos and options otherwise, and the same sparse constraint
+Jacobian: see ``SimCfg.jacobian``): float64 physics;
 MuJoCo's automatic reset of diverging worlds (to ``qpos0``) is disabled (``mjDSBL_AUTORESET``) so
 that, as in MJWarp, a diverged world keeps its non-finite state and is flagged by the guard; a world
 that the guard flags before a step (non-finite, too fast or out of height range, e.g. after a write
