@@ -20,7 +20,13 @@ Measured (2026-11-30):
   samples the rows had moved 1-3 % from their start. The per-motion run alone at 4 M samples (652 iterations,
   58 min): walk/stand_sway σ ratio 1.08 at 2.1 M, 1.14 at 2.8 M, 1.07 at 4.0 M (σ 0.240 / 0.257; walk
   survives, 0.029 m): the direction holds in every measurement, the size moves between 6 and 14 %. The
-  default budget takes ~3.7 h per run on 2 cores (not run there).
+  default budget takes ~2.8 h per run on 2 cores (1,470 samples/s since 2026-12-01; not run there).
+- 2 CPU cores (2026-12-01), the pair ``stand_sway`` + ``squat``, 3 M samples per run (489 iterations, 34 and
+  33 min): the two σ parted further (squat/stand_sway 1.17 at 1.5 M, 1.26 at 2.0 M, 1.18 at 2.5 M, 1.41 at
+  3.0 M: σ 0.135 / 0.190), but both rows fell to 0.11-0.13 by 2.6 M and the per-motion run's tracking then
+  degraded (reward 565 → 291, training body error 0.013 → 0.061 m) while σ rose again: played from t = 0 both
+  clips survive, body error squat 0.049 m / stand_sway 0.032 m against 0.007 / 0.010 m with the shared σ
+  (0.173). So this check stays on ``walk``, where per-motion tracking held.
 """
 
 import math
