@@ -11,9 +11,10 @@ the env step, policy inference and bookkeeping in the rollout, the PPO update) a
 
 Update options (on the last backend, unless ``--no-update-options``): one minibatch step of the shipped fp32
 eager update ("before") timed beside the same step with ``agent.update_precision=bf16`` and with
-``agent.compile=true`` ("after"), the update's matmul rate (FLOPs counted by torch's ``FlopCounterMode``)
-against a plain ``torch.mm`` of the first layer's shape on this device, and what each option would make of
-``train mujoco/mjwarp``; also the bound with a free update (rollout alone).
+``agent.compile=true`` ("after"), the shipped step beside the same step with ``torch.nn.ELU`` in place of
+simppo's ELU (:mod:`simppo.agent.activations`, the "before" of that change), the update's matmul rate (FLOPs
+counted by torch's ``FlopCounterMode``) against a plain ``torch.mm`` of the first layer's shape on this device,
+and what each option would make of ``train mujoco/mjwarp``; also the bound with a free update (rollout alone).
 
 Physics is: MJWarp's ``decimation`` ``mjw.step`` launches (CPU: timed inline; CUDA: a physics-only graph
 replayed on the current state after each phase, and its share of an iteration is the time the iteration's
@@ -43,7 +44,9 @@ import torch
 import warp as wp
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from torch import nn
 
+from simppo.agent.activations import ELU
 from simppo.agent.ppo import PPO
 from simppo.config import register_configs
 from simppo.envs.imitation import HumanoidImitationEnv
@@ -170,6 +173,17 @@ def matmul_peak(m: int, k: int, n: int, device: str, reps: int = 20) -> float:
     return 2.0 * m * k * n / mean_seconds(lambda: torch.mm(a, b), device, reps)
 
 
+def swap_activations(agent: PPO, cls: type) -> list[tuple[nn.Sequential, int, nn.Module]]:
+    """Replace the ELU modules of the actor's and critic's MLPs by ``cls()``; returns what to put back."""
+    swapped = []
+    for net in (agent.model.actor.mu, agent.model.critic.net):
+        for i, m in enumerate(net):
+            if isinstance(m, (ELU, nn.ELU)):
+                swapped.append((net, i, m))
+                net[i] = cls()
+    return swapped
+
+
 def update_options(agent: PPO, device: str) -> dict[str, float]:
     """Seconds of one minibatch step per update option (see the module docstring); prints the comparison."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -179,6 +193,10 @@ def update_options(agent: PPO, device: str) -> dict[str, float]:
     mb = agent.num_steps * agent.num_envs // c.num_minibatches
     batch = {k: v[:mb].clone() for k, v in data.items()}
     out = {"fp32": minibatch_step_seconds(agent, batch, device, reps=5)}
+    swapped = swap_activations(agent, nn.ELU)  # before simppo's ELU (activations.py): torch.nn.ELU
+    out["torch.nn.ELU"] = minibatch_step_seconds(agent, batch, device, reps=5) if swapped else out["fp32"]
+    for net, i, m in swapped:
+        net[i] = m
     with FlopCounterMode(display=False) as counter:
         agent.perform_optimization_step(dict(batch))
     flops = counter.get_total_flops()
@@ -192,7 +210,8 @@ def update_options(agent: PPO, device: str) -> dict[str, float]:
     print(f"  update options, one {mb}-sample minibatch step (actor + critic): fp32 eager {1e3 * out['fp32']:.1f} ms "
           f"(before, shipped), bf16 autocast {1e3 * out['bf16']:.1f} ms (x{out['fp32'] / out['bf16']:.2f}; native "
           f"bf16 {'yes' if native else 'no'}), torch.compile {1e3 * out['compile']:.1f} ms "
-          f"(x{out['fp32'] / out['compile']:.2f})")
+          f"(x{out['fp32'] / out['compile']:.2f}); with torch.nn.ELU instead of simppo's ELU (before) "
+          f"{1e3 * out['torch.nn.ELU']:.1f} ms (shipped x{out['torch.nn.ELU'] / out['fp32']:.2f} as fast)")
     rate = flops / out["fp32"]
     print(f"  update matmuls: {rate / 1e9:.0f} GFLOP/s in the fp32 step vs {peak / 1e9:.0f} GFLOP/s of a plain "
           f"torch.mm [{mb}x{agent.env.obs_dims['obs']}]@[{agent.env.obs_dims['obs']}x{c.actor.units[0]}] "

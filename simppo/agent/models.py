@@ -3,10 +3,11 @@
 import torch
 from torch import nn
 
+from simppo.agent.activations import ELU
 from simppo.agent.config import ActorCfg, MLPCfg
 from simppo.agent.normalizers import RunningMeanStd
 
-_ACTIVATIONS = {"elu": nn.ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+_ACTIVATIONS = {"elu": ELU, "relu": nn.ReLU, "tanh": nn.Tanh}
 
 
 def build_mlp(in_dim: int, units: list[int], out_dim: int, activation: str) -> nn.Sequential:

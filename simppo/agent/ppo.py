@@ -346,7 +346,7 @@ class PPO:
             perm = self.minibatch_permutation(total)
             for i in range(c.num_minibatches):
                 idx = perm[i * mb_size:(i + 1) * mb_size]
-                logs = self.perform_optimization_step({k: v[idx] for k, v in data.items()}, i)
+                logs = self.perform_optimization_step({k: v.index_select(0, idx) for k, v in data.items()}, i)
                 for k, v in logs.items():
                     sums[k] = sums.get(k, zero) + v.detach()
                 epoch_kl += logs["actor/kl"]

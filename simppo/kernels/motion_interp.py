@@ -11,9 +11,9 @@ For env ``i`` and slot ``f`` (0 = current time, ``f >= 1`` = ``times[i] + future
     contacts     = c[start + i0] if w < 0.5 else c[start + i1]   (nearest frame, 0/1 float)
 
 Typed buffers: :class:`MotionFrames` (the library), :class:`MotionQuery` (ids, times, offsets,
-mask) and :class:`MotionStateWp` (the output). The launch is 3-D ``(N, F, W)``, ``W = max(B, D, C, 1)``:
-thread ``(i, f, j)`` writes body ``j``, dof ``j`` and contact ``j`` (when in range) and, for ``j == 0``,
-the root.
+mask) and :class:`MotionStateWp` (the output). Item ``j`` is body ``j``, dof ``j`` and contact ``j`` (when
+in range) and, for ``j == 0``, the root; :func:`interpolate` launches one thread per item on CUDA and one per
+``(env, slot)`` on the CPU.
 """
 
 import warp as wp
@@ -94,12 +94,11 @@ def _frame_pair(lib: MotionFrames, q: MotionQuery, i: int, f: int):
     return s + i0, s + i1, w
 
 
-@wp.kernel
-def _interpolate(lib: MotionFrames, q: MotionQuery, out: MotionStateWp):
-    i, f, j = wp.tid()
-    if q.use_mask != 0 and not q.env_mask[i]:
-        return
-    a, b, w = _frame_pair(lib, q, i, f)
+@wp.func
+def _interpolate_item(lib: MotionFrames, q: MotionQuery, out: MotionStateWp, i: int, f: int, j: int,
+                      a: int, b: int, w: float):
+    """Item ``j`` of env ``i``'s slot ``f``: body, dof and contact ``j`` (when in range) and, for ``j == 0``, the
+    root, between frames ``a`` and ``b`` at weight ``w``."""
     u = 1.0 - w
     if j == 0:
         out.root_pos[i, f] = u * lib.root_pos[a] + w * lib.root_pos[b]
@@ -121,9 +120,36 @@ def _interpolate(lib: MotionFrames, q: MotionQuery, out: MotionStateWp):
         out.contacts[i, f, j] = float(c)
 
 
-def interpolate(lib: MotionFrames, q: MotionQuery, out: MotionStateWp) -> None:
-    """Fill ``out`` for every env (or the envs in ``q.env_mask``) and slot: one launch over
-    ``(N, F, max(B, D, C, 1))``."""
+@wp.kernel
+def _interpolate(lib: MotionFrames, q: MotionQuery, width: int, out: MotionStateWp):
+    i, f, j = wp.tid()
+    if q.use_mask != 0 and not q.env_mask[i]:
+        return
+    a, b, w = _frame_pair(lib, q, i, f)
+    _interpolate_item(lib, q, out, i, f, j, a, b, w)
+
+
+@wp.kernel
+def _interpolate_slots(lib: MotionFrames, q: MotionQuery, width: int, out: MotionStateWp):
+    i, f = wp.tid()
+    if q.use_mask != 0 and not q.env_mask[i]:
+        return
+    a, b, w = _frame_pair(lib, q, i, f)
+    for j in range(width):
+        _interpolate_item(lib, q, out, i, f, j, a, b, w)
+
+
+def interpolate(lib: MotionFrames, q: MotionQuery, out: MotionStateWp, per_item: bool | None = None) -> None:
+    """Fill ``out`` for every env (or the envs in ``q.env_mask``) and slot.
+
+    ``per_item`` (default: on CUDA): one thread per ``(env, slot, item)``, a launch over ``(N, F, W)`` with
+    ``W = max(B, D, C, 1)``; otherwise one thread per ``(env, slot)`` looping over the ``W`` items, the CPU
+    layout (Warp's CPU threads run one after another, and each costs ~50 ns before its first instruction:
+    over ``(N, F, W)`` that was 40 % of the launch, most of the launch when a mask leaves few envs)."""
     n, f = out.root_pos.shape
     width = max(lib.num_bodies, lib.num_dofs, lib.num_contacts, 1)
-    wp.launch(_interpolate, dim=(n, f, width), inputs=[lib, q, out], device=out.root_pos.device)
+    device = out.root_pos.device
+    if per_item is None:
+        per_item = device.is_cuda
+    kernel, dim = (_interpolate, (n, f, width)) if per_item else (_interpolate_slots, (n, f))
+    wp.launch(kernel, dim=dim, inputs=[lib, q, width], outputs=[out], device=device)

@@ -1,6 +1,8 @@
-"""motion_interp_kernel vs a float64 NumPy reference (tolerance 1e-5 absolute)."""
+"""motion_interp_kernel vs a float64 NumPy reference (tolerance 1e-5 absolute), in both launch layouts (one thread
+per item, CUDA's; one per env and slot, the CPU's), with and without an env mask."""
 
 import numpy as np
+import pytest
 import torch
 import warp as wp
 
@@ -67,7 +69,8 @@ def _view(t: torch.Tensor, name: str) -> wp.array:
     return wp.from_torch(t, dtype=wp.vec3 if t.shape[-1] == 3 else wp.vec4)
 
 
-def test_motion_interp_matches_numpy_reference():
+@pytest.mark.parametrize("per_item", [False, True], ids=["per_slot", "per_item"])
+def test_motion_interp_matches_numpy_reference(per_item):
     init_warp()
     rng = np.random.default_rng(0)
     B, D, C = 5, 7, 2
@@ -127,12 +130,28 @@ def test_motion_interp_matches_numpy_reference():
     out = MotionStateWp()
     for k, v in out_t.items():
         setattr(out, k, _view(v, k))
-    interpolate(lib, query, out)
+    interpolate(lib, query, out, per_item=per_item)
     wp.synchronize()
     ref = _reference(frames, starts, nfr, dts.astype(np.float64), ids, times, offs)
-    for k in shapes:
-        got = out_t[k].numpy().astype(np.float64)
+    _check(out_t, ref, np.ones(N, bool))
+
+    # masked: only the envs in the mask get the new times; the others keep their rows
+    mask = rng.random(N) < 0.3
+    before = {k: v.clone() for k, v in out_t.items()}
+    times2 = (times + 0.05).astype(np.float32)
+    query.times = wp.from_numpy(times2, dtype=wp.float32)
+    query.env_mask, query.use_mask = wp.from_numpy(mask, dtype=wp.bool), 1
+    interpolate(lib, query, out, per_item=per_item)
+    wp.synchronize()
+    _check(out_t, _reference(frames, starts, nfr, dts.astype(np.float64), ids, times2, offs), mask)
+    for k, v in out_t.items():
+        assert torch.equal(v[torch.from_numpy(~mask)], before[k][torch.from_numpy(~mask)]), k
+
+
+def _check(out_t: dict, ref: dict, rows: np.ndarray) -> None:
+    for k, r in ref.items():
+        got = out_t[k].numpy().astype(np.float64)[rows]
+        r = r[rows]
         if k in ("root_quat", "body_quat_w"):  # q and -q are the same rotation
-            sign = np.sign(np.sum(got * ref[k], -1, keepdims=True))
-            got = got * sign
-        np.testing.assert_allclose(got, ref[k], atol=TOL, rtol=0, err_msg=k)
+            got = got * np.sign(np.sum(got * r, -1, keepdims=True))
+        np.testing.assert_allclose(got, r, atol=TOL, rtol=0, err_msg=k)
