@@ -7,7 +7,9 @@ alone, timed in place on the very states the env and the training visit), env st
 kernels + resets) and full training steps/s (rollout + PPO update with the shipped default agent config),
 then the ratios ``env/raw`` and ``train/raw``, the share of each part of an iteration (physics, the rest of
 the env step, policy inference and bookkeeping in the rollout, the PPO update) and, with both backends,
-``train mujoco/mjwarp`` (end-to-end training steps/s of the MuJoCo C backend over MJWarp's).
+``train mujoco/mjwarp`` (end-to-end training steps/s of the MuJoCo C backend over MJWarp's). The backends'
+training iterations alternate (A, B, A, B, ...), so that a drift of the machine's speed during the run falls on
+both alike (on a shared 2-core VM, back-to-back runs of each backend gave ratios from 4.6 to 5.9).
 
 Update options (on the last backend, unless ``--no-update-options``): one minibatch step of the shipped fp32
 eager update ("before") timed beside the same step with ``agent.update_precision=bf16`` and with
@@ -219,60 +221,88 @@ def update_options(agent: PPO, device: str) -> dict[str, float]:
     return out
 
 
-def run_backend(n: int, backend: str, device: str, iterations: int, options: bool = False) -> dict:
-    cfg = load_train_cfg(n, device, backend)
-    env = HumanoidImitationEnv(cfg.env, num_envs=n, device=device, seed=0, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
-                               motion_cfg=cfg.motion)
-    agent = PPO(fabric_for(device), env, cfg.agent)
-    agent.setup()
-    steps = agent.num_steps
-    clock = PhysicsClock(env, device)
-    env_watch = Stopwatch(env, "step", device)
-    agent.collect_rollout()  # warm-up (kernel loads, allocator)
-    agent.optimize_model()
+class BackendRun:
+    """One backend's env and agent at ``n`` envs, its clocks, and its training time summed over the iterations
+    :meth:`train_iteration` ran (``main`` alternates the backends' iterations, so that a drift of the machine's
+    speed falls on both alike)."""
 
-    env.reset()
-    clock.reset()
-    env_watch.reset()
-    for _ in range(steps):  # fresh noise each step: a held action lets the robot settle and the solver coast
-        env.step(0.3 * torch.randn(env.num_envs, env.num_actions, device=device))
-    env_sps = n * steps / env_watch.seconds
-    raw_env, _ = clock.raw_steps_per_s(n, steps)
+    def __init__(self, n: int, backend: str, device: str):
+        self.n, self.backend, self.device = n, backend, device
+        self.cfg = load_train_cfg(n, device, backend)
+        self.env = HumanoidImitationEnv(self.cfg.env, num_envs=n, device=device, seed=0, robot_cfg=self.cfg.robot,
+                                        sim_cfg=self.cfg.sim, motion_cfg=self.cfg.motion)
+        self.agent = PPO(fabric_for(device), self.env, self.cfg.agent)
+        self.agent.setup()
+        self.steps = self.agent.num_steps
+        self.clock = PhysicsClock(self.env, device)
+        self.env_watch = Stopwatch(self.env, "step", device)
+        self.agent.collect_rollout()  # warm-up (kernel loads, allocator)
+        self.agent.optimize_model()
+        self.rollout_s = self.update_s = 0.0
+        self.iterations = 0
 
-    agent.current_obs = env.reset()
-    clock.reset()
-    env_watch.reset()
-    rollout_s = update_s = 0.0
-    for _ in range(iterations):
-        sync(device)
+    def measure_env(self) -> None:
+        """Raw physics and env steps/s on one rollout of random actions, then a fresh start for training."""
+        env, n, device = self.env, self.n, self.device
+        env.reset()
+        self.clock.reset()
+        self.env_watch.reset()
+        for _ in range(self.steps):  # fresh noise each step: a held action lets the robot settle and the solver coast
+            env.step(0.3 * torch.randn(env.num_envs, env.num_actions, device=device))
+        self.env_sps = n * self.steps / self.env_watch.seconds
+        self.raw_env, _ = self.clock.raw_steps_per_s(n, self.steps)
+        self.agent.current_obs = env.reset()
+        self.clock.reset()
+        self.env_watch.reset()
+
+    def train_iteration(self) -> None:
+        sync(self.device)
         t0 = time.perf_counter()
-        agent.collect_rollout()
-        sync(device)
+        self.agent.collect_rollout()
+        sync(self.device)
         t1 = time.perf_counter()
-        agent.optimize_model()
-        sync(device)
-        rollout_s += t1 - t0
-        update_s += time.perf_counter() - t1
-    total = rollout_s + update_s
-    train = n * steps * iterations / total
-    raw_train, physics_s = clock.raw_steps_per_s(n, steps)
-    if math.isnan(physics_s):  # CUDA graphs: physics is not timed inline; its time at the replayed graph's rate
-        physics_s = n * steps * iterations / raw_train
-    env_s = env_watch.seconds
-    shares = {"physics": physics_s / total, "env kernels+resets": (env_s - physics_s) / total,
-              "policy+buffer": (rollout_s - env_s) / total, "update": update_s / total}
-    print(f"[{device}] num_envs={n} sim={backend}: raw={raw_env:.0f} env={env_sps:.0f} (raw on training states "
-          f"{raw_train:.0f}) train={train:.0f} control steps/s (agent: {steps} steps x {cfg.agent.num_mini_epochs} "
-          f"epochs x {cfg.agent.num_minibatches} minibatches, actor {cfg.agent.actor.units})")
-    print("  shares of an iteration: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()))
-    print(f"  {backend} env/raw = {env_sps / raw_env:.2f}")
-    print(f"  {backend} train/raw = {train / raw_train:.2f}")
-    res = {"raw": raw_train, "train": train, "samples": n * steps * iterations, "rollout_s": rollout_s,
-           "update_s": update_s}
-    if options:
-        res["options"] = update_options(agent, device)
-    env.close()
-    return res
+        self.agent.optimize_model()
+        sync(self.device)
+        self.rollout_s += t1 - t0
+        self.update_s += time.perf_counter() - t1
+        self.iterations += 1
+
+    def report(self, options: bool = False) -> dict:
+        n, steps, device, cfg = self.n, self.steps, self.device, self.cfg
+        total = self.rollout_s + self.update_s
+        samples = n * steps * self.iterations
+        train = samples / total
+        raw_train, physics_s = self.clock.raw_steps_per_s(n, steps)
+        if math.isnan(physics_s):  # CUDA graphs: physics is not timed inline; its time at the replayed graph's rate
+            physics_s = samples / raw_train
+        env_s = self.env_watch.seconds
+        shares = {"physics": physics_s / total, "env kernels+resets": (env_s - physics_s) / total,
+                  "policy+buffer": (self.rollout_s - env_s) / total, "update": self.update_s / total}
+        print(f"[{device}] num_envs={n} sim={self.backend}: raw={self.raw_env:.0f} env={self.env_sps:.0f} (raw on "
+              f"training states {raw_train:.0f}) train={train:.0f} control steps/s (agent: {steps} steps x "
+              f"{cfg.agent.num_mini_epochs} epochs x {cfg.agent.num_minibatches} minibatches, actor "
+              f"{cfg.agent.actor.units})")
+        print("  shares of an iteration: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()))
+        print(f"  {self.backend} env/raw = {self.env_sps / self.raw_env:.2f}")
+        print(f"  {self.backend} train/raw = {train / raw_train:.2f}")
+        res = {"raw": raw_train, "train": train, "samples": samples, "rollout_s": self.rollout_s,
+               "update_s": self.update_s}
+        if options:
+            res["options"] = update_options(self.agent, device)
+        self.env.close()
+        return res
+
+
+def run_backends(n: int, backends: list[str], device: str, iterations: int, options: bool) -> dict[str, dict]:
+    """Every backend set up and its env measured, then ``iterations`` training iterations of each, alternating
+    (backend A, B, A, B, ...); the update options are timed on the last backend."""
+    runs = {b: BackendRun(n, b, device) for b in backends}
+    for run in runs.values():
+        run.measure_env()
+    for _ in range(iterations):
+        for run in runs.values():
+            run.train_iteration()
+    return {b: run.report(options=options and b == backends[-1]) for b, run in runs.items()}
 
 
 # ----------------------------------------------------------------------------- data-parallel scaling
@@ -374,8 +404,7 @@ def main() -> None:
     backends = [b for b in args.backends if b != "mujoco" or device == "cpu"]
     for n in args.num_envs:
         torch.manual_seed(0)
-        res = {b: run_backend(n, b, device, args.iterations, options=b == backends[-1] and not args.no_update_options)
-               for b in backends}
+        res = run_backends(n, backends, device, args.iterations, options=not args.no_update_options)
         if {"mjwarp", "mujoco"} <= res.keys():
             mj, wp_ = res["mujoco"], res["mjwarp"]
             print(f"raw mujoco/mjwarp = {mj['raw'] / wp_['raw']:.2f}")

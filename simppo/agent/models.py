@@ -124,6 +124,12 @@ class PPOModel(nn.Module):
         return self.obs_norm(actor_obs), self.critic_obs_norm(critic_obs)
 
     @torch.no_grad()
+    def normalize_critic(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The normalised critic observations ``[B, critic_obs_dim]`` alone (as :meth:`normalize` returns them)."""
+        critic_obs = obs.get("critic_obs", obs["obs"])
+        return self.critic_obs_norm(critic_obs) if self.normalize_obs else critic_obs
+
+    @torch.no_grad()
     def act_inference(self, obs: dict[str, torch.Tensor] | torch.Tensor) -> torch.Tensor:
         """Deterministic policy: raw actor observations (the env's ``obs`` dict or its ``obs`` tensor
         ``[B, obs_dim]``) → mean action ``[B, A]``. Pure tensor ops (normalizer clip included), so it traces."""

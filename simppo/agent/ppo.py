@@ -262,7 +262,7 @@ class PPO:
         ``done_indices`` is the seed's signature; simppo passes ``None`` (indices would need a host sync)."""
         b = self.experience_buffer
         terminal = extras.get("terminal_obs", next_obs_td)
-        _, terminal_critic_obs = self.model.normalize(terminal)
+        terminal_critic_obs = self.model.normalize_critic(terminal)
         # where, not multiply: a terminated world's value may be NaN (NaN * 0 = NaN)
         next_values = torch.where(terminated, 0.0, self.critic(terminal_critic_obs))
         b.update_data("next_values", step, next_values)

@@ -32,6 +32,14 @@ def test_act_inference_without_normalization_and_normalize_update():
     assert model.obs_norm.count.item() == 64  # not updated when normalization is off
 
 
+def test_normalize_critic_is_the_critic_half_of_normalize():
+    for normalize_obs in (True, False):
+        model = _model(normalize_obs)
+        model.critic_obs_norm.update(torch.randn(64, 7) * 2 - 1)
+        obs = {"obs": torch.randn(4, 5) * 10, "critic_obs": torch.randn(4, 7) * 10}
+        assert torch.equal(model.normalize_critic(obs), model.normalize(obs)[1])
+
+
 class _Policy(torch.nn.Module):
     def __init__(self, model: PPOModel):
         super().__init__()
