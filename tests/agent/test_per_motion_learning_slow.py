@@ -27,6 +27,12 @@ Measured (2026-11-30):
   degraded (reward 565 → 291, training body error 0.013 → 0.061 m) while σ rose again: played from t = 0 both
   clips survive, body error squat 0.049 m / stand_sway 0.032 m against 0.007 / 0.010 m with the shared σ
   (0.173). So this check stays on ``walk``, where per-motion tracking held.
+- The same pair and budget with ``agent.log_std_lr_scale=3`` (2026-12-01, 36 min): the rows fell almost as fast
+  as at 10x (0.124 / 0.140 at 2.3 M, against 0.135 / 0.154 at 10x and 0.255 shared), bottomed out at ~0.12 and
+  rose again (0.136 / 0.157 at 3 M, squat/stand_sway 1.15) while training body error went 0.014 → 0.025 →
+  0.019 m; played from t = 0: squat 0.021 m, stand_sway 0.013 m (shared 0.007 / 0.010, 10x 0.049 / 0.032). A
+  lower scale softens the loss of tracking but does not remove it: the σ of both rows falls faster than the
+  shared σ at 1x whether the scale is 3 or 10.
 """
 
 import math
