@@ -31,8 +31,9 @@ Measured (2026-11-30):
   as at 10x (0.124 / 0.140 at 2.3 M, against 0.135 / 0.154 at 10x and 0.255 shared), bottomed out at ~0.12 and
   rose again (0.136 / 0.157 at 3 M, squat/stand_sway 1.15) while training body error went 0.014 → 0.025 →
   0.019 m; played from t = 0: squat 0.021 m, stand_sway 0.013 m (shared 0.007 / 0.010, 10x 0.049 / 0.032). A
-  lower scale softens the loss of tracking but does not remove it: the σ of both rows falls faster than the
-  shared σ at 1x whether the scale is 3 or 10.
+  lower scale softens the loss of tracking but does not remove it. ``shared`` with the same x3 (55 min): σ fell
+  smoothly to 0.219 at 2.3 M and 0.155 at 3 M, played 0.008 / 0.007 m: the per-motion rows fall faster than
+  the shared σ at the same scale and lose tracking where the shared σ does not.
 """
 
 import math
