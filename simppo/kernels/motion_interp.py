@@ -95,8 +95,7 @@ def _frame_pair(lib: MotionFrames, q: MotionQuery, i: int, f: int):
 
 
 @wp.func
-def _interpolate_item(lib: MotionFrames, q: MotionQuery, out: MotionStateWp, i: int, f: int, j: int,
-                      a: int, b: int, w: float):
+def _interpolate_item(lib: MotionFrames, out: MotionStateWp, i: int, f: int, j: int, a: int, b: int, w: float):
     """Item ``j`` of env ``i``'s slot ``f``: body, dof and contact ``j`` (when in range) and, for ``j == 0``, the
     root, between frames ``a`` and ``b`` at weight ``w``."""
     u = 1.0 - w
@@ -126,7 +125,7 @@ def _interpolate(lib: MotionFrames, q: MotionQuery, width: int, out: MotionState
     if q.use_mask != 0 and not q.env_mask[i]:
         return
     a, b, w = _frame_pair(lib, q, i, f)
-    _interpolate_item(lib, q, out, i, f, j, a, b, w)
+    _interpolate_item(lib, out, i, f, j, a, b, w)
 
 
 @wp.kernel
@@ -136,7 +135,7 @@ def _interpolate_slots(lib: MotionFrames, q: MotionQuery, width: int, out: Motio
         return
     a, b, w = _frame_pair(lib, q, i, f)
     for j in range(width):
-        _interpolate_item(lib, q, out, i, f, j, a, b, w)
+        _interpolate_item(lib, out, i, f, j, a, b, w)
 
 
 def interpolate(lib: MotionFrames, q: MotionQuery, out: MotionStateWp, per_item: bool | None = None) -> None:
