@@ -331,7 +331,8 @@ class PPO:
     def optimize_model(self) -> dict[str, torch.Tensor]:
         """Minibatch epochs over the flattened buffer (one device ``randperm`` per epoch).
 
-        Returns the device metrics averaged over the minibatch steps, plus ``explained_variance``.
+        Returns the device metrics averaged over the minibatch steps, plus ``explained_variance`` and
+        ``actor/mini_epochs`` (the epochs run: fewer than ``num_mini_epochs`` when ``target_kl`` stopped them).
         """
         c = self.config
         self.model.train()
@@ -354,6 +355,7 @@ class PPO:
             if c.target_kl is not None and (epoch_kl / c.num_minibatches).item() > c.target_kl:
                 break  # the one host sync per epoch
         metrics = {k: v / num_updates for k, v in sums.items()}
+        metrics["actor/mini_epochs"] = zero + num_updates / c.num_minibatches  # < num_mini_epochs: target_kl stopped
         if c.lr_schedule == "adaptive_iteration":  # the iteration's mean KL against the rollout policy, once
             self.adapt_actor_lr(metrics["actor/kl"])
         metrics["explained_variance"] = L.explained_variance(data["values"], data["returns"])

@@ -1,4 +1,5 @@
-"""``lr_schedule=adaptive_iteration``: the KL rule applied once per iteration, to the iteration's mean KL."""
+"""The actor's step size: ``lr_schedule`` (``adaptive_iteration``: the KL rule once per iteration, to the
+iteration's mean KL), the log-std learning rate, and the ``target_kl`` guard."""
 
 import pytest
 import torch
@@ -67,3 +68,20 @@ def test_log_std_lr_follows_the_adaptive_schedule_and_defaults_by_exploration_mo
     assert float(groups["actor"]["lr"]) == pytest.approx(3e-3 * 1.5, rel=1e-6)
     assert float(groups["log_std"]["lr"]) == pytest.approx(4.0 * 3e-3 * 1.5, rel=1e-6)
     assert groups["log_std"]["params"] == [agent.model.actor.log_std]
+
+
+def _mini_epochs_run(**cfg) -> float:
+    torch.manual_seed(0)
+    agent = PPO(cpu_fabric(), PendulumEnv(PendulumEnvCfg(), num_envs=8, seed=0), small_agent_cfg(num_steps=8, **cfg))
+    agent.setup()
+    agent.collect_rollout()
+    return float(agent.optimize_model()["actor/mini_epochs"])
+
+
+def test_target_kl_stops_the_remaining_epochs_and_is_a_guard_by_default():
+    """``target_kl`` is checked after each epoch (its mean KL); the default 0.15 is far above the KL of one
+    small pendulum update, so a healthy iteration runs every epoch."""
+    assert PPOAgentConfig().target_kl == 0.15
+    assert _mini_epochs_run(lr_schedule="fixed", num_mini_epochs=5, target_kl=1e-12) == 1.0
+    assert _mini_epochs_run(lr_schedule="fixed", num_mini_epochs=5, target_kl=None) == 5.0
+    assert _mini_epochs_run(lr_schedule="fixed", num_mini_epochs=5, target_kl=0.15, actor_lr=1e-5) == 5.0

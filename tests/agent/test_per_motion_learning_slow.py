@@ -34,6 +34,18 @@ Measured (2026-11-30):
   lower scale softens the loss of tracking but does not remove it. ``shared`` with the same x3 (55 min): σ fell
   smoothly to 0.219 at 2.3 M and 0.155 at 3 M, played 0.008 / 0.007 m: the per-motion rows fall faster than
   the shared σ at the same scale and lose tracking where the shared σ does not.
+- Why tracking was lost (2026-12-01, from the runs' ``metrics.csv``): a KL runaway, not σ itself. At the fixed
+  actor LR the mean KL of an iteration is 0.02-0.06 early and grows as σ shrinks (a step's KL ~ 1/σ²); the 10x
+  per-motion rows reached σ 0.11 at 2.7 M samples, where the KL went 0.10 → 0.82 → 1.7 → 3.7 → 7.1 and, after a
+  pause, 11.6 → 101 (iterations 437-452), and tracking fell from 0.013 to 0.061 m. The shared σ (0.18 at that
+  point) stayed at KL ≤ 0.1 in all but 14 of 489 iterations. The KL guard ``agent.target_kl=0.15`` (now the
+  default) skips an iteration's remaining epochs once an epoch's mean KL exceeds it. The same pair, budget and
+  seed, per-motion at 10x with the guard (47 min): max KL 0.30, no loss of tracking (training body error
+  0.017 m at 3 M, falling), σ stand_sway 0.112 / squat 0.138 (1.23 apart); played from t = 0: both survive,
+  body error squat 0.020 m / stand_sway 0.013 m against 0.049 / 0.032 without the guard and 0.007 / 0.010 m
+  shared. The per-motion rows still fall faster than the shared σ and end lower, where each fixed-LR step
+  moves the policy further (mean KL ~0.11 in the last 100 iterations against ~0.06 shared): on this pair and
+  budget the shared σ still tracks the squat better.
 """
 
 import math

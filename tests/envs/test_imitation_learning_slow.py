@@ -10,6 +10,13 @@ Run by hand, one at a time (each ~16-18 minutes on 2 cores)::
 ``SIMPPO_SLOW_TRAIN_SECONDS`` changes the budget (default 900 s). Every iteration prints the wall time,
 samples, training body-position error and, every ``eval_every`` epochs, the periodic evaluation: the
 learning curve (error vs. wall time).
+
+Measured (2026-12-01, 2 cores, each check alone on the machine; played body error, all copies survive):
+- before the KL guard (``agent.target_kl=None``): walk_alone 253 iterations, 0.033 m; walk_squat_turn 215,
+  walk 0.037 / squat 0.058 / turn 0.051 m; stand_sway 222, 0.0096 m. ``turn`` at ~1.3 M samples is on the
+  edge: it failed at 171 and 210 iterations (4.2 s of 5.0 s) in earlier sessions and passed at 205 and 215.
+- with the default ``agent.target_kl=0.15``: walk_alone 239, 0.034 m; walk_squat_turn 249, walk 0.036 /
+  squat 0.050 / turn 0.040 m; stand_sway 251, 0.0097 m.
 """
 
 import os
