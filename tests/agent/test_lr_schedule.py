@@ -10,13 +10,18 @@ from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
 from tests.helpers import cpu_fabric, small_agent_cfg
 
 
-def _lr_after_one_update(**cfg) -> tuple[float, float]:
+def _one_update(**cfg) -> tuple[PPO, dict[str, torch.Tensor]]:
+    """A pendulum agent after one rollout and one ``optimize_model``; its metrics."""
     torch.manual_seed(0)
     agent = PPO(cpu_fabric(), PendulumEnv(PendulumEnvCfg(), num_envs=8, seed=0), small_agent_cfg(num_steps=8, **cfg))
     agent.setup()
     agent.collect_rollout()
-    kl = float(agent.optimize_model()["actor/kl"])
-    return float(agent.actor_lr), kl
+    return agent, agent.optimize_model()
+
+
+def _lr_after_one_update(**cfg) -> tuple[float, float]:
+    agent, metrics = _one_update(**cfg)
+    return float(agent.actor_lr), float(metrics["actor/kl"])
 
 
 def test_adaptive_iteration_changes_the_lr_once_per_iteration():
@@ -71,11 +76,7 @@ def test_log_std_lr_follows_the_adaptive_schedule_and_defaults_by_exploration_mo
 
 
 def _mini_epochs_run(**cfg) -> float:
-    torch.manual_seed(0)
-    agent = PPO(cpu_fabric(), PendulumEnv(PendulumEnvCfg(), num_envs=8, seed=0), small_agent_cfg(num_steps=8, **cfg))
-    agent.setup()
-    agent.collect_rollout()
-    return float(agent.optimize_model()["actor/mini_epochs"])
+    return float(_one_update(**cfg)[1]["actor/mini_epochs"])
 
 
 def test_target_kl_stops_the_remaining_epochs_and_is_a_guard_by_default():
