@@ -11,12 +11,16 @@ the env step, policy inference and bookkeeping in the rollout, the PPO update) a
 training iterations alternate (A, B, A, B, ...), so that a drift of the machine's speed during the run falls on
 both alike (on a shared 2-core VM, back-to-back runs of each backend gave ratios from 4.6 to 5.9).
 
-Update options (on the last backend, unless ``--no-update-options``): one minibatch step of the shipped fp32
-eager update ("before") timed beside the same step with ``agent.update_precision=bf16`` and with
-``agent.compile=true`` ("after"), the shipped step beside the same step with ``torch.nn.ELU`` in place of
-simppo's ELU (:mod:`simppo.agent.activations`, the "before" of that change), the update's matmul rate (FLOPs
-counted by torch's ``FlopCounterMode``) against a plain ``torch.mm`` of the first layer's shape on this device,
-and what each option would make of ``train mujoco/mjwarp``; also the bound with a free update (rollout alone).
+Training runs the shipped default agent config, so ``agent.update_precision=auto`` resolves per machine (bf16 on a
+CPU with AMX, fp32 elsewhere: :mod:`simppo.agent.precision`) and the first line of each backend names it.
+
+Update options (on the last backend, unless ``--no-update-options``): one minibatch step in fp32 (eager, the
+"before" of ``auto`` on an AMX CPU) timed beside the same step with ``agent.update_precision=bf16`` and, in the
+shipped precision, with ``agent.compile=true``; the shipped step beside the same step with ``torch.nn.ELU`` in
+place of simppo's ELU (:mod:`simppo.agent.activations`, the "before" of that change); the step's matmul rate
+(FLOPs counted by torch's ``FlopCounterMode``) against a plain ``torch.mm`` of the first layer's shape in the same
+precision; and what each option would make of ``train mujoco/mjwarp`` (the timed updates rescaled by the step's
+time; the rollout as measured); also the bound with a free update (rollout alone).
 
 Physics is: MJWarp's ``decimation`` ``mjw.step`` launches (CPU: timed inline; CUDA: a physics-only graph
 replayed on the current state after each phase, and its share of an iteration is the time the iteration's
@@ -50,6 +54,7 @@ from torch import nn
 
 from simppo.agent.activations import ELU
 from simppo.agent.ppo import PPO
+from simppo.agent.precision import cpu_has_amx
 from simppo.config import register_configs
 from simppo.envs.imitation import HumanoidImitationEnv
 from simppo.paths import CONFIG_DIR
@@ -144,15 +149,6 @@ class PhysicsClock:
         return num_envs * steps / seconds, float("nan")
 
 
-def cpu_has_native_bf16() -> bool:
-    """AMX-BF16 or AVX512-BF16 in the CPU flags (Linux), i.e. bf16 matmuls that are not emulated."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
-
-
 def mean_seconds(fn, device: str, reps: int) -> float:
     """Mean wall time of ``fn()`` over ``reps`` calls, after one untimed warm-up call."""
     fn()
@@ -169,9 +165,9 @@ def minibatch_step_seconds(agent: PPO, batch: dict[str, torch.Tensor], device: s
     return mean_seconds(lambda: agent.perform_optimization_step(dict(batch)), device, reps)
 
 
-def matmul_peak(m: int, k: int, n: int, device: str, reps: int = 20) -> float:
-    """FLOP/s of a plain fp32 ``torch.mm`` of ``[m, k] @ [k, n]`` on ``device``."""
-    a, b = torch.randn(m, k, device=device), torch.randn(k, n, device=device)
+def matmul_peak(m: int, k: int, n: int, device: str, dtype: torch.dtype = torch.float32, reps: int = 20) -> float:
+    """FLOP/s of a plain ``torch.mm`` of ``[m, k] @ [k, n]`` in ``dtype`` on ``device``."""
+    a, b = torch.randn(m, k, device=device, dtype=dtype), torch.randn(k, n, device=device, dtype=dtype)
     return 2.0 * m * k * n / mean_seconds(lambda: torch.mm(a, b), device, reps)
 
 
@@ -186,38 +182,50 @@ def swap_activations(agent: PPO, cls: type) -> list[tuple[nn.Sequential, int, nn
     return swapped
 
 
+def native_bf16(device: str) -> bool:
+    """bf16 matmuls that are not emulated: CUDA's bf16 support, or AMX-BF16 / AVX512-BF16 on the CPU."""
+    if device.startswith("cuda"):
+        return torch.cuda.is_bf16_supported()
+    return cpu_has_amx() or bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+
+
 def update_options(agent: PPO, device: str) -> dict[str, float]:
     """Seconds of one minibatch step per update option (see the module docstring); prints the comparison."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    c = agent.config
+    c, shipped = agent.config, agent.precision
     data = agent.experience_buffer.flat()
     mb = agent.num_steps * agent.num_envs // c.num_minibatches
     batch = {k: v[:mb].clone() for k, v in data.items()}
-    out = {"fp32": minibatch_step_seconds(agent, batch, device, reps=5)}
+    native = native_bf16(device)
+    out, flops = {}, {}
+    for precision in ("fp32", "bf16"):
+        agent.precision = precision
+        out[precision] = minibatch_step_seconds(agent, batch, device, reps=5 if native or precision == "fp32" else 1)
+        with FlopCounterMode(display=False) as counter:
+            agent.perform_optimization_step(dict(batch))
+        flops[precision] = counter.get_total_flops()
+    agent.precision = shipped
     swapped = swap_activations(agent, nn.ELU)  # before simppo's ELU (activations.py): torch.nn.ELU
-    out["torch.nn.ELU"] = minibatch_step_seconds(agent, batch, device, reps=5) if swapped else out["fp32"]
+    out["torch.nn.ELU"] = minibatch_step_seconds(agent, batch, device, reps=5) if swapped else out[shipped]
     for net, i, m in swapped:
         net[i] = m
-    with FlopCounterMode(display=False) as counter:
-        agent.perform_optimization_step(dict(batch))
-    flops = counter.get_total_flops()
-    native = torch.cuda.is_bf16_supported() if device.startswith("cuda") else cpu_has_native_bf16()
-    c.update_precision = "bf16"
-    out["bf16"] = minibatch_step_seconds(agent, batch, device, reps=1 if not native else 5)
-    c.update_precision = "fp32"
     agent.model.compile_mlps()  # as agent.compile=true does (compiles on the next call)
     out["compile"] = minibatch_step_seconds(agent, batch, device, reps=5)
-    peak = matmul_peak(mb, agent.env.obs_dims["obs"], c.actor.units[0], device)
-    print(f"  update options, one {mb}-sample minibatch step (actor + critic): fp32 eager {1e3 * out['fp32']:.1f} ms "
-          f"(before, shipped), bf16 autocast {1e3 * out['bf16']:.1f} ms (x{out['fp32'] / out['bf16']:.2f}; native "
-          f"bf16 {'yes' if native else 'no'}), torch.compile {1e3 * out['compile']:.1f} ms "
-          f"(x{out['fp32'] / out['compile']:.2f}); with torch.nn.ELU instead of simppo's ELU (before) "
-          f"{1e3 * out['torch.nn.ELU']:.1f} ms (shipped x{out['torch.nn.ELU'] / out['fp32']:.2f} as fast)")
-    rate = flops / out["fp32"]
-    print(f"  update matmuls: {rate / 1e9:.0f} GFLOP/s in the fp32 step vs {peak / 1e9:.0f} GFLOP/s of a plain "
-          f"torch.mm [{mb}x{agent.env.obs_dims['obs']}]@[{agent.env.obs_dims['obs']}x{c.actor.units[0]}] "
-          f"({100 * rate / peak:.0f}%)")
+    print(f"  update options, one {mb}-sample minibatch step (actor + critic; shipped: update_precision="
+          f"{c.update_precision} -> {shipped}): fp32 eager {1e3 * out['fp32']:.1f} ms, bf16 autocast "
+          f"{1e3 * out['bf16']:.1f} ms (x{out['fp32'] / out['bf16']:.2f} over fp32; native bf16 "
+          f"{'yes' if native else 'no'}); in {shipped}: torch.compile {1e3 * out['compile']:.1f} ms "
+          f"(x{out[shipped] / out['compile']:.2f}), with torch.nn.ELU instead of simppo's ELU (before) "
+          f"{1e3 * out['torch.nn.ELU']:.1f} ms (shipped x{out['torch.nn.ELU'] / out[shipped]:.2f} as fast)")
+    k = agent.env.obs_dims["obs"]
+    for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        if precision == "bf16" and not native:
+            continue
+        rate, peak = flops[precision] / out[precision], matmul_peak(mb, k, c.actor.units[0], device, dtype)
+        print(f"  update matmuls in {precision}: {rate / 1e9:.0f} GFLOP/s in the step vs {peak / 1e9:.0f} GFLOP/s "
+              f"of a plain {precision} torch.mm [{mb}x{k}]@[{k}x{c.actor.units[0]}] ({100 * rate / peak:.0f}%)")
+    out["shipped"] = shipped
     return out
 
 
@@ -281,7 +289,7 @@ class BackendRun:
         print(f"[{device}] num_envs={n} sim={self.backend}: raw={self.raw_env:.0f} env={self.env_sps:.0f} (raw on "
               f"training states {raw_train:.0f}) train={train:.0f} control steps/s (agent: {steps} steps x "
               f"{cfg.agent.num_mini_epochs} epochs x {cfg.agent.num_minibatches} minibatches, actor "
-              f"{cfg.agent.actor.units})")
+              f"{cfg.agent.actor.units}, MLPs in {self.agent.precision})")
         print("  shares of an iteration: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()))
         print(f"  {self.backend} env/raw = {self.env_sps / self.raw_env:.2f}")
         print(f"  {self.backend} train/raw = {train / raw_train:.2f}")
@@ -411,10 +419,12 @@ def main() -> None:
             print(f"train mujoco/mjwarp = {mj['train'] / wp_['train']:.2f}")
             print(f"  bound with a free update (mujoco rollout alone): "
                   f"{mj['samples'] / mj['rollout_s'] / wp_['train']:.2f}")
-            for name, step_s in mj.get("options", {}).items():
-                if name == "fp32":
+            options = dict(mj.get("options", {}))
+            shipped = options.pop("shipped", None)
+            for name, step_s in options.items():
+                if name == shipped:
                     continue
-                update_s = mj["update_s"] * step_s / mj["options"]["fp32"]  # the timed updates, rescaled
+                update_s = mj["update_s"] * step_s / options[shipped]  # the timed updates, rescaled
                 est = mj["samples"] / (mj["rollout_s"] + update_s) / wp_["train"]
                 print(f"  with the {name} update (estimated from its timed minibatch step): {est:.2f}")
 

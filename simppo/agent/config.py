@@ -5,8 +5,9 @@
 
 from dataclasses import dataclass, field
 
+from simppo.agent.precision import PRECISIONS as UPDATE_PRECISIONS
+
 LR_SCHEDULES = ("fixed", "adaptive", "adaptive_iteration")
-UPDATE_PRECISIONS = ("fp32", "bf16")
 PER_MOTION_LOG_STD_LR_SCALE = 10.0
 
 
@@ -75,12 +76,14 @@ class PPOAgentConfig:
     obs_clip: float = 5.0
     actor: ActorCfg = field(default_factory=ActorCfg)
     critic: MLPCfg = field(default_factory=MLPCfg)
-    # Speed of the minibatch update (the algorithm is unchanged; benchmarks/train_throughput.py prints each
-    # option before/after). bf16: the actor/critic MLP forward and backward under bf16 autocast, with fp32 master
-    # weights, losses and Adam; it pays only where the hardware multiplies bf16 natively (CUDA sm80+, CPUs with
-    # AMX / AVX512-BF16): on an AVX2-only CPU it is ~15x slower. compile: torch.compile of the two MLPs (Inductor;
-    # on CPU it needs a C++ compiler and adds ~1 min of compiling at start).
-    update_precision: str = "fp32"
+    # Speed of training's MLPs (benchmarks/train_throughput.py prints each option before/after). update_precision
+    # bf16: every actor/critic MLP forward of training (the rollout's and each minibatch step's) and the backward
+    # under bf16 autocast, with fp32 master weights, losses, log-probs and Adam (simppo.agent.precision: the rollout
+    # and the update must share one precision, or the PPO ratio is rounding noise at small σ). It pays only where
+    # the hardware multiplies bf16 natively; auto picks bf16 on CPUs with AMX (x2.1 per minibatch step on 2
+    # Sapphire Rapids cores) and fp32 elsewhere (AVX2: ~15x slower; H200: x0.83-1.14). compile: torch.compile of
+    # the two MLPs (Inductor; on CPU it needs a C++ compiler and adds ~1 min of compiling at start).
+    update_precision: str = "auto"
     compile: bool = False
     # checkpoints
     save_last_every: int = 10

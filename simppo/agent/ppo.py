@@ -29,6 +29,7 @@ from simppo.agent.checkpoint import (
 from simppo.agent.config import PPOAgentConfig
 from simppo.agent.models import PPOModel
 from simppo.agent.normalizers import RewardNormalizer, sync_running_stats
+from simppo.agent.precision import mlp_autocast, resolve_precision
 from simppo.agent.runner import Runner
 from simppo.envs.base import VecEnv
 from simppo.kernels.gae import bind_gae, compute_gae
@@ -71,6 +72,7 @@ class PPO:
         self.num_steps = config.num_steps
         self.tau = config.tau
         self.e_clip = config.e_clip
+        self.precision = resolve_precision(config.update_precision, self.device)  # fp32 | bf16 (auto resolved)
         self.epoch = 0
         self.step_count = 0
         self.best_evaluated_score: float | None = None
@@ -126,6 +128,7 @@ class PPO:
             "agent.num_minibatches": self.config.num_minibatches, "agent.num_mini_epochs": self.config.num_mini_epochs,
             "the observation width": dims["obs"], "the critic observation width": dims.get("critic_obs", dims["obs"]),
             "the action width": self.env.num_actions, "the per-motion log-std rows": self.num_rows or 0,
+            "the MLP precision (bf16: 1)": int(self.precision == "bf16"),
             "the agent config (digest)": int(digest[:15], 16),
         }, fix=" (num_envs is per rank; launch every rank with the same config)")
 
@@ -223,7 +226,10 @@ class PPO:
         self.update_obs_normalizers(self.current_obs)
         obs, critic_obs = self.model.normalize(self.current_obs)
         rows = self.current_rows()
-        mean, log_std = self.actor(obs, rows)
+        with self.mlp_autocast():  # the precision the update differentiates (the PPO ratio starts at 1)
+            mean, log_std = self.actor(obs, rows)
+            values = self.critic(critic_obs)
+        mean, values = mean.float(), values.float()
         actions = mean + torch.exp(log_std) * torch.randn_like(mean)
         if rows is not None:
             b.update_data("rows", step, rows)
@@ -233,7 +239,7 @@ class PPO:
         b.update_data("mean", step, mean)
         b.update_data("log_std", step, log_std)
         b.update_data("logp", step, L.gaussian_log_prob(actions, mean, log_std))
-        b.update_data("values", step, self.critic(critic_obs))
+        b.update_data("values", step, values)
         next_obs, rewards, terminated, truncated, extras = self.env.step(actions)
         if rows is not None:
             self._row_steps.index_add_(0, rows, torch.ones_like(rewards))
@@ -264,7 +270,9 @@ class PPO:
         terminal = extras.get("terminal_obs", next_obs_td)
         terminal_critic_obs = self.model.normalize_critic(terminal)
         # where, not multiply: a terminated world's value may be NaN (NaN * 0 = NaN)
-        next_values = torch.where(terminated, 0.0, self.critic(terminal_critic_obs))
+        with self.mlp_autocast():
+            terminal_values = self.critic(terminal_critic_obs).float()
+        next_values = torch.where(terminated, 0.0, terminal_values)
         b.update_data("next_values", step, next_values)
         fdones = dones.float()
         valid = torch.isfinite(rewards)
@@ -390,14 +398,15 @@ class PPO:
         var = ((sums[2] - n * mean.square()) / (n - 1.0).clamp(min=1.0)).clamp(min=0.0)
         return mean.to(adv.dtype), var.sqrt().to(adv.dtype)
 
-    def update_autocast(self) -> torch.autocast:
-        """bf16 autocast of the MLPs in a minibatch step with ``update_precision=bf16``; a no-op with fp32."""
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.update_precision == "bf16")
+    def mlp_autocast(self) -> torch.autocast:
+        """bf16 autocast of the actor's and critic's MLPs in the rollout and the minibatch steps when
+        :attr:`precision` is ``bf16`` (:mod:`simppo.agent.precision`); a no-op with fp32."""
+        return mlp_autocast(self.device, self.precision)
 
     def actor_step(self, batch_dict: dict[str, torch.Tensor]):
         """Clipped surrogate + entropy bonus + bounds + extra losses, then one clipped Adam step on the actor."""
         c = self.config
-        with self.update_autocast():
+        with self.mlp_autocast():
             mean, log_std = self.actor(batch_dict["obs"], batch_dict.get("rows"))  # log_std: each sample's row
         mean = mean.float()  # losses in fp32
         batch_dict["mean_action"] = mean
@@ -427,7 +436,7 @@ class PPO:
     def critic_step(self, batch_dict: dict[str, torch.Tensor]):
         """(Clipped) value loss, then one clipped Adam step on the critic."""
         c = self.config
-        with self.update_autocast():
+        with self.mlp_autocast():
             values = self.critic(batch_dict["critic_obs"])
         values = values.float()
         vloss = L.value_loss(values, batch_dict["values"], batch_dict["returns"], c.clip_value_loss, c.value_clip)
@@ -444,8 +453,9 @@ class PPO:
         if c.lambda_l2c2 <= 0.0:
             return self._zero, {}
         obs = batch_td["obs"]
-        noisy_mean, _ = self.actor(obs + c.l2c2_obs_noise * torch.randn_like(obs), batch_td.get("rows"))
-        l2c2 = L.l2c2_loss(batch_td["mean_action"], noisy_mean).mean()
+        with self.mlp_autocast():
+            noisy_mean, _ = self.actor(obs + c.l2c2_obs_noise * torch.randn_like(obs), batch_td.get("rows"))
+        l2c2 = L.l2c2_loss(batch_td["mean_action"], noisy_mean.float()).mean()
         return c.lambda_l2c2 * l2c2, {"actor/l2c2": l2c2.detach()}
 
     def adapt_actor_lr(self, kl: torch.Tensor) -> None:

@@ -197,6 +197,7 @@ def run(cfg_node) -> None:
     try:
         with StopOnSignal(runner):
             say(f"simppo-train: {type(env).__name__} num_envs={cfg.num_envs}{ranks} device={device} "
+                f"mlp_precision={agent.precision} (agent.update_precision={cfg.agent.update_precision}) "
                 f"run_dir={run_dir}", flush=True)
             runner.train()
     except CheckpointError as exc:  # a failed checkpoint write: the same message on every rank

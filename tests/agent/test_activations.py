@@ -1,5 +1,7 @@
-"""simppo.agent.activations.ELU vs float64 ``torch.nn.functional.elu`` (values and gradients, 1e-6 absolute)."""
+"""simppo.agent.activations.ELU vs float64 ``torch.nn.functional.elu`` (values and gradients, 1e-6 absolute), and
+its training forward against its no-grad forward (bit-equal, in fp32 and bf16)."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -17,6 +19,7 @@ def test_training_path_matches_float64_elu_values_and_gradients():
     x = _inputs().requires_grad_()
     grad_out = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
     y = ELU()(x)
+    assert y.grad_fn is not None and "ELUFunction" in type(y.grad_fn).__name__  # the output-based backward
     (g,) = torch.autograd.grad(y, x, grad_out)
     x64 = x.detach().double().requires_grad_()
     y64 = F.elu(x64)
@@ -26,11 +29,20 @@ def test_training_path_matches_float64_elu_values_and_gradients():
     torch.testing.assert_close(g.double(), g64, atol=TOL, rtol=0)
 
 
-def test_without_gradients_it_is_torch_elu_exactly():
-    x = _inputs()
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_training_and_no_grad_forwards_are_torch_elu_exactly(dtype):
+    """The rollout's sampling forward (no grad) and the update's forward (grad) give the same bits, so the PPO
+    ratio of an unchanged policy is exactly 1."""
+    x = _inputs().to(dtype)
+    assert torch.equal(ELU()(x.clone().requires_grad_()).detach(), F.elu(x))
     with torch.no_grad():
-        assert torch.equal(ELU()(x.requires_grad_()), F.elu(x))
-    assert torch.equal(ELU()(x.detach()), F.elu(x.detach()))
+        assert torch.equal(ELU()(x.clone().requires_grad_()), F.elu(x))
+    assert torch.equal(ELU()(x), F.elu(x))
+
+
+def test_traced_graphs_hold_torch_elu():
+    traced = torch.jit.trace(ELU(), torch.randn(3, 4, requires_grad=True))
+    assert "aten::elu" in str(traced.graph)
 
 
 def test_gradients_reach_earlier_layers():

@@ -42,8 +42,10 @@ TIMEOUT_S = 55
 
 
 def agent_cfg(**overrides):
+    # fp32: the DDP update is compared with one process's at 1e-6, and bf16 rounds the gradient of each rank's
+    # half differently from the gradient of their union
     cfg = dict(num_steps=NUM_STEPS, num_mini_epochs=3, num_minibatches=2, lr_schedule="adaptive", desired_kl=1e-4,
-               save_last_every=1, save_epoch_every=0)
+               save_last_every=1, save_epoch_every=0, update_precision="fp32")
     cfg.update(overrides)
     return small_agent_cfg(**cfg)
 
