@@ -93,6 +93,7 @@ class WebViewer:
         self._thread: threading.Thread | None = None
         self.frames_shown = 0
         self._gui_time, self._gui_state = -1.0, None
+        self._shown_motion: str | None = None  # the motion of the last frame shown
         self._build_scene()
         self._build_gui()
         self.show(player.frame)
@@ -143,8 +144,12 @@ class WebViewer:
                 self.status.content = self.status_text(frame)
                 self.time_slider.max = max(frame.length_s, 1e-3)
                 self.time_slider.value = round(min(frame.time_s, frame.length_s), 2)
-                if self.motion.value != frame.motion_name:
-                    self.motion.value = frame.motion_name
+                # the selector follows the player only when the player's motion changed: a pick the stepping
+                # thread has not applied yet must not be overwritten by the old motion (the pick would be lost)
+                if frame.motion_name != self._shown_motion:
+                    self._shown_motion = frame.motion_name
+                    if self.motion.value != frame.motion_name:
+                        self.motion.value = frame.motion_name
                 self.play_button.label = "Play" if self.player.paused else "Pause"
         self.frames_shown += 1
 

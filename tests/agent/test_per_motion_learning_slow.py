@@ -46,6 +46,22 @@ Measured (2026-11-30):
   shared. The per-motion rows still fall faster than the shared σ and end lower, where each fixed-LR step
   moves the policy further (mean KL ~0.11 in the last 100 iterations against ~0.06 shared): on this pair and
   budget the shared σ still tracks the squat better.
+- 2 Sapphire Rapids cores (2026-12-01, bf16 MLPs by ``agent.update_precision=auto``, the KL guard on), the pair
+  ``stand_sway`` + ``squat``, 3 M samples per run (489 iterations, 16-20 min each), played from t = 0, every clip
+  survives in every run:
+  - ``shared``: σ 0.227; body error stand_sway 0.011 m, squat 0.023 m.
+  - ``per_motion`` with ``agent.log_std_lr_scale=1`` (the shared σ's rate): the rows fall *slower* than the
+    shared σ (stand_sway 0.257, squat 0.295: 1.15 apart, the hard clip exploring more, as the design intends)
+    and the squat is tracked worse (0.032 m; stand_sway 0.015 m).
+  - ``per_motion`` as shipped (10x): σ stand_sway 0.169, squat 0.184 (1.09 apart: just short of the check's
+    1.10) and the squat tracked *better* than with the shared σ (0.020 m against 0.023; stand_sway 0.012 m);
+    iteration-mean KL at most 0.24 (shared 0.28, 1x 0.11), the guard trimming 37 of 489 iterations (shared 23):
+    in this run the 10x rows did not fall below 0.17.
+  At 1x the rows part but the hard clip, exploring more, is tracked worse at this budget; at 10x the squat is
+  tracked better but the rows end 9 % apart. A row's Adam step
+  does not depend on how many samples the row gets, so the rows move in optimizer steps, not samples: at 256
+  envs (CPU) a sample budget holds 16x the Adam steps of the same budget at 4096 envs (GPU), and the 10x rate
+  that parts the rows within 150 GPU iterations is the rate that drives them low on a CPU.
 """
 
 import math
