@@ -93,7 +93,6 @@ class WebViewer:
         self._thread: threading.Thread | None = None
         self.frames_shown = 0
         self._gui_time, self._gui_state = -1.0, None
-        self._shown_motion: str | None = None  # the motion of the last frame shown
         self._build_scene()
         self._build_gui()
         self.show(player.frame)
@@ -140,16 +139,15 @@ class WebViewer:
             state = (frame.motion_name, self.player.paused, frame.failure)
             if now - self._gui_time >= GUI_PERIOD_S or state != self._gui_state:
                 # widgets at ~10 Hz: a page re-laid out 50 times a second is slow to use (and to test)
+                motion_changed = self._gui_state is None or frame.motion_name != self._gui_state[0]
                 self._gui_time, self._gui_state = now, state
                 self.status.content = self.status_text(frame)
                 self.time_slider.max = max(frame.length_s, 1e-3)
                 self.time_slider.value = round(min(frame.time_s, frame.length_s), 2)
                 # the selector follows the player only when the player's motion changed: a pick the stepping
                 # thread has not applied yet must not be overwritten by the old motion (the pick would be lost)
-                if frame.motion_name != self._shown_motion:
-                    self._shown_motion = frame.motion_name
-                    if self.motion.value != frame.motion_name:
-                        self.motion.value = frame.motion_name
+                if motion_changed and self.motion.value != frame.motion_name:
+                    self.motion.value = frame.motion_name
                 self.play_button.label = "Play" if self.player.paused else "Pause"
         self.frames_shown += 1
 
