@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from simppo.agent.precision import PRECISIONS as UPDATE_PRECISIONS
 
 LR_SCHEDULES = ("fixed", "adaptive", "adaptive_iteration")
-PER_MOTION_LOG_STD_LR_SCALE = 10.0
 
 
 @dataclass
@@ -67,10 +66,11 @@ class PPOAgentConfig:
     # shared: one log-std vector [A] for every env. per_motion: a table [num_rows, A] whose row is the env's
     # motion's MotionIndex row (stable when shards are appended); needs an env with motions.
     exploration: str = "shared"
-    # learning rate of the actor's log-std (the vector, or every row of the per-motion table) over actor_lr.
-    # None: 1 with shared exploration; PER_MOTION_LOG_STD_LR_SCALE with per_motion, whose rows each learn from
-    # their motion's share of the samples and must part within a run (at 1x they moved < 2 % in 60 iterations).
-    log_std_lr_scale: float | None = None
+    # learning rate of the actor's log-std over actor_lr. With per_motion, every row's rate is further scaled by
+    # sqrt(effective rows of the iteration's samples) (simppo.agent.exploration.row_lr_factor): a row fed a share
+    # p of the samples has a gradient sqrt(p) as far above its noise as the shared vector's, and Adam moves an
+    # entry by ~lr x that ratio, so each row then moves as the shared σ would on its motion alone.
+    log_std_lr_scale: float = 1.0
     normalize_rewards: bool = True
     normalize_advantages: bool = True
     obs_clip: float = 5.0
@@ -89,16 +89,11 @@ class PPOAgentConfig:
     save_last_every: int = 10
     save_epoch_every: int = 500
 
-    def resolved_log_std_lr_scale(self) -> float:
-        if self.log_std_lr_scale is not None:
-            return float(self.log_std_lr_scale)
-        return PER_MOTION_LOG_STD_LR_SCALE if self.exploration == "per_motion" else 1.0
-
     def __post_init__(self) -> None:
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"agent.lr_schedule: unknown schedule {self.lr_schedule!r}; choose one of {LR_SCHEDULES}")
-        if self.log_std_lr_scale is not None and not self.log_std_lr_scale > 0:
-            raise ValueError(f"agent.log_std_lr_scale must be > 0 (or null: the default), got {self.log_std_lr_scale}")
+        if not self.log_std_lr_scale > 0:
+            raise ValueError(f"agent.log_std_lr_scale must be > 0, got {self.log_std_lr_scale}")
         if self.update_precision not in UPDATE_PRECISIONS:
             raise ValueError(f"agent.update_precision: unknown precision {self.update_precision!r}; choose one of "
                              f"{UPDATE_PRECISIONS}")

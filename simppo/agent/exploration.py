@@ -25,8 +25,8 @@ SNAPSHOT_FORMAT = "simppo-exploration"
 LOG_STD_KEY = "actor.log_std"  # in a PPOModel state dict
 
 __all__ = ["EXPLORATION_MODES", "SNAPSHOT_FILE", "ExplorationConfigError", "MotionSetError", "exploration_state",
-           "joint_groups", "motion_index_state", "motion_rows", "num_rows", "prepare_checkpoint", "save_snapshot",
-           "sigma_metrics"]
+           "joint_groups", "motion_index_state", "motion_rows", "num_rows", "prepare_checkpoint", "row_lr_factor",
+           "save_snapshot", "sigma_metrics"]
 
 
 class MotionSetError(CheckpointError):
@@ -275,6 +275,16 @@ def sigma_metrics(log_std: torch.Tensor, row_steps: torch.Tensor, row_terminatio
     return {"exploration/sigma_min": sigma.min(), "exploration/sigma_median": sigma.median(),
             "exploration/sigma_max": sigma.max(), "exploration/sigma_hardest": sigma[top].mean(),
             "exploration/hardest_term_rate": rate[top].clamp_min(0.0).mean()}
+
+
+def row_lr_factor(row_counts: torch.Tensor) -> torch.Tensor:
+    """0-dim ``sqrt(1 / Σ p²)`` of the sample shares ``p = row_counts / Σ row_counts`` (``row_counts [R]``): the
+    square root of the effective number of rows the samples fed (``sqrt(R)`` when ``R`` rows share them equally,
+    1 for one row). Adam moves an entry by ~lr x its gradient's mean over its noise; a row fed a share ``p`` has
+    that ratio ``sqrt(p)`` times the shared log-std's, so its rate times this factor moves each row as the shared
+    σ would move on its motion alone (at 1x, two rows fell at ~0.6x the shared σ, 10x drove them far below it)."""
+    p = row_counts / row_counts.sum().clamp_min(1.0)
+    return p.square().sum().clamp_min(1e-12).rsqrt()
 
 
 def save_snapshot(path: str | Path, motion_index, logstd: torch.Tensor, epoch: int, step_count: int) -> Path:

@@ -96,6 +96,8 @@ class PPO:
             self._motion_rows = X.motion_rows(self.motion_index).to(self.device)  # motion id → row
             self._row_steps = torch.zeros(self.num_rows, device=self.device)  # per-row samples and terminations
             self._row_terms = torch.zeros(self.num_rows, device=self.device)
+            self._row_counts = torch.zeros(self.num_rows, device=self.device)  # one iteration's samples per row
+            self._sample_ones = torch.ones(self.num_steps * self.num_envs, device=self.device)
         self.model = self.create_model()
         self.actor_optimizer, self.critic_optimizer = self.create_optimizers(self.model)
         self.reward_normalizer = RewardNormalizer(self.num_envs, self.config.gamma).to(self.device)
@@ -166,11 +168,13 @@ class PPO:
 
     def create_optimizers(self, model: PPOModel):
         """Separate fused Adam for actor and critic; learning rates are device tensors (no host sync). The actor's
-        learnable log-std is its own parameter group at ``log_std_lr = actor_lr * log_std_lr_scale``."""
+        learnable log-std is its own parameter group at ``log_std_lr = actor_lr * log_std_lr_scale``, times
+        :func:`~simppo.agent.exploration.row_lr_factor` of each iteration's samples with per-motion rows."""
         c = self.config
         self.actor_lr = torch.tensor(c.actor_lr, device=self.device)
         self.critic_lr = torch.tensor(c.critic_lr, device=self.device)
-        self.log_std_lr_scale = c.resolved_log_std_lr_scale()
+        self.log_std_lr_scale = c.log_std_lr_scale
+        self._row_lr_factor = torch.ones((), device=self.device)  # per-motion rows: set from each iteration's rows
         self.log_std_lr = self.actor_lr * self.log_std_lr_scale
         fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
         actor_opt = torch.optim.Adam(self.actor_param_groups(model.actor), lr=self.actor_lr, **fused)
@@ -350,6 +354,12 @@ class PPO:
         zero = torch.zeros((), device=self.device)
         sums: dict[str, torch.Tensor] = {}
         num_updates = 0
+        if self.per_motion:  # the rows' rate from how many rows this iteration's samples fed (every rank's)
+            counts = self._row_counts.zero_().index_add_(0, data["rows"], self._sample_ones)  # no host sync
+            if self.world_size > 1:
+                D.all_reduce_(counts)
+            self._row_lr_factor.copy_(X.row_lr_factor(counts))
+            self.sync_log_std_lr()
         for _ in range(c.num_mini_epochs):
             epoch_kl = torch.zeros((), device=self.device)
             perm = self.minibatch_permutation(total)
@@ -364,6 +374,8 @@ class PPO:
                 break  # the one host sync per epoch
         metrics = {k: v / num_updates for k, v in sums.items()}
         metrics["actor/mini_epochs"] = zero + num_updates / c.num_minibatches  # < num_mini_epochs: target_kl stopped
+        if self.per_motion:
+            metrics["exploration/log_std_lr"] = self.log_std_lr.clone()
         if c.lr_schedule == "adaptive_iteration":  # the iteration's mean KL against the rollout policy, once
             self.adapt_actor_lr(metrics["actor/kl"])
         metrics["explained_variance"] = L.explained_variance(data["values"], data["returns"])
@@ -463,7 +475,11 @@ class PPO:
         c = self.config
         factor = torch.where(kl > 2.0 * c.desired_kl, 1.0 / 1.5, torch.where(kl < 0.5 * c.desired_kl, 1.5, 1.0))
         self.actor_lr.copy_((self.actor_lr * factor).clamp(c.min_lr, c.max_lr))
-        self.log_std_lr.copy_(self.actor_lr * self.log_std_lr_scale)
+        self.sync_log_std_lr()
+
+    def sync_log_std_lr(self) -> None:
+        """``log_std_lr = actor_lr * log_std_lr_scale * row factor`` in place (the optimizer group holds it)."""
+        self.log_std_lr.copy_(self.actor_lr * self.log_std_lr_scale * self._row_lr_factor)
 
     # ---------------------------------------------------------- state dicts
     def rank_state(self) -> dict:
@@ -564,7 +580,7 @@ class PPO:
         actor_group = next(g for g in self.actor_optimizer.param_groups if g.get("name") != "log_std")
         self.actor_lr.copy_(torch.as_tensor(actor_group["lr"]))
         self.critic_lr.copy_(torch.as_tensor(self.critic_optimizer.param_groups[0]["lr"]))
-        self.log_std_lr.copy_(self.actor_lr * self.log_std_lr_scale)
+        self.sync_log_std_lr()
         for group in self.actor_optimizer.param_groups:
             group["lr"] = self.log_std_lr if group.get("name") == "log_std" else self.actor_lr
         for group in self.critic_optimizer.param_groups:

@@ -57,10 +57,8 @@ def test_log_std_learns_at_its_scale_of_the_actor_lr():
         assert step.max() == pytest.approx(scale * lr, rel=1e-2)
 
 
-def test_log_std_lr_follows_the_adaptive_schedule_and_defaults_by_exploration_mode():
-    assert PPOAgentConfig().resolved_log_std_lr_scale() == 1.0
-    assert PPOAgentConfig(exploration="per_motion").resolved_log_std_lr_scale() == 10.0
-    assert PPOAgentConfig(exploration="per_motion", log_std_lr_scale=2.0).resolved_log_std_lr_scale() == 2.0
+def test_log_std_lr_follows_the_adaptive_schedule():
+    assert PPOAgentConfig().log_std_lr_scale == PPOAgentConfig(exploration="per_motion").log_std_lr_scale == 1.0
     with pytest.raises(ValueError, match="log_std_lr_scale"):
         PPOAgentConfig(log_std_lr_scale=0.0)
     torch.manual_seed(0)

@@ -6,6 +6,7 @@ import copy
 import json
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -90,6 +91,24 @@ def test_update_gives_gradients_only_to_used_rows(motion_packs):
     others = torch.arange(5) != row
     assert grad[row].abs().sum() > 0 and not grad[others].any()
     assert torch.equal(after[others], before[others]) and not torch.equal(after[row], before[row])
+
+
+def test_rows_learn_at_the_scale_times_the_root_of_the_effective_rows(motion_packs):
+    """Each iteration sets the log-std group's rate to actor_lr x log_std_lr_scale x sqrt(1 / Σ p²) of its rows'
+    sample shares p (counted here with NumPy); the first Adam step then moves a row's entries by ~that rate."""
+    agent = seeded_agent(motion_packs, "A", "B", "C", log_std_lr_scale=2.0, lr_schedule="fixed")
+    agent.collect_rollout()
+    rows = agent.experience_buffer["rows"].flatten().numpy()
+    p = np.bincount(rows, minlength=5) / rows.size
+    expected = agent.config.actor_lr * 2.0 / np.sqrt(np.square(p).sum())
+    before = agent.model.actor.log_std.detach().clone()
+    metrics = agent.optimize_model()
+    group = next(g for g in agent.actor_optimizer.param_groups if g["name"] == "log_std")
+    assert float(group["lr"]) == pytest.approx(expected, rel=1e-6)
+    assert float(metrics["exploration/log_std_lr"]) == pytest.approx(expected, rel=1e-6)
+    assert group["lr"] is agent.log_std_lr  # updated in place: the optimizer keeps the device tensor
+    moved = (agent.model.actor.log_std.detach() - before).abs()[np.unique(rows)]
+    assert float(moved.max()) <= 4 * expected * 1.01  # 4 Adam steps of at most ~lr each
 
 
 def test_iteration_logs_the_sigma_spread(motion_packs):
