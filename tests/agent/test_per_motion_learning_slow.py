@@ -20,6 +20,9 @@ clip surviving every play:
   second run (``log_std_lr_scale=1.4142``, the same rate but for the factor's drift with the rows' sampled
   shares): σ 0.213 / 0.240 (1.12, 29/29, t 15), squat 0.014 m, stand_sway 0.012 m. The sample-weighted σ of
   the rows followed the shared σ's fall (0.321 / 0.333 at iteration 301, 0.286 / 0.294 at 351).
+- the same with ``walk`` as the hard clip (3 M samples per run): σ stand_sway 0.270, walk 0.304 (1.12 apart,
+  29/29 joints, t 14; shared 0.284); walk survives 5.02 s of 5.0 s in both, body error 0.0282 m against
+  0.0283 m shared; stand_sway 0.0105 m against 0.0139 m.
 - before the factor, a fixed rate (same pair and budget): at 1x the rows fell *slower* than the shared σ
   (0.257 / 0.295, 1.15 apart) and the squat was tracked worse (0.032 m); at 10x they fell far below it
   (0.169 / 0.184, 1.09 apart) and, without the KL guard, lost tracking (squat 0.049 m: a KL runaway as σ
