@@ -282,9 +282,11 @@ def row_lr_factor(row_counts: torch.Tensor) -> torch.Tensor:
     square root of the effective number of rows the samples fed (``sqrt(R)`` when ``R`` rows share them equally,
     1 for one row). Adam moves an entry by ~lr x its gradient's mean over its noise; a row fed a share ``p`` has
     that ratio ``sqrt(p)`` times the shared log-std's, so its rate times this factor moves each row as the shared
-    σ would move on its motion alone (at 1x, two rows fell at ~0.6x the shared σ, 10x drove them far below it)."""
-    p = row_counts / row_counts.sum().clamp_min(1.0)
-    return p.square().sum().clamp_min(1e-12).rsqrt()
+    σ would move on its motion alone (at 1x, two rows fell at ~0.6x the shared σ, 10x drove them far below it).
+    No samples at all: 1."""
+    total = row_counts.sum()
+    p = row_counts / total.clamp_min(1.0)
+    return torch.where(total > 0, p.square().sum().clamp_min(1e-12).rsqrt(), 1.0)
 
 
 def save_snapshot(path: str | Path, motion_index, logstd: torch.Tensor, epoch: int, step_count: int) -> Path:

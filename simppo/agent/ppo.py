@@ -94,10 +94,10 @@ class PPO:
         self.check_same_work()
         if self.per_motion:
             self._motion_rows = X.motion_rows(self.motion_index).to(self.device)  # motion id → row
-            self._row_steps = torch.zeros(self.num_rows, device=self.device)  # per-row samples and terminations
+            # per-row samples and terminations since the last rollout_metrics() (one iteration in the Runner): the
+            # σ metrics, and the samples set the rows' learning rate in optimize_model()
+            self._row_steps = torch.zeros(self.num_rows, device=self.device)
             self._row_terms = torch.zeros(self.num_rows, device=self.device)
-            self._row_counts = torch.zeros(self.num_rows, device=self.device)  # one iteration's samples per row
-            self._sample_ones = torch.ones(self.num_steps * self.num_envs, device=self.device)
         self.model = self.create_model()
         self.actor_optimizer, self.critic_optimizer = self.create_optimizers(self.model)
         self.reward_normalizer = RewardNormalizer(self.num_envs, self.config.gamma).to(self.device)
@@ -354,10 +354,8 @@ class PPO:
         zero = torch.zeros((), device=self.device)
         sums: dict[str, torch.Tensor] = {}
         num_updates = 0
-        if self.per_motion:  # the rows' rate from how many rows this iteration's samples fed (every rank's)
-            counts = self._row_counts.zero_().index_add_(0, data["rows"], self._sample_ones)  # no host sync
-            if self.world_size > 1:
-                D.all_reduce_(counts)
+        if self.per_motion:  # the rows' rate from this iteration's samples per row (every rank's)
+            counts = self._row_steps if self.world_size == 1 else D.all_reduce_(self._row_steps.clone())
             self._row_lr_factor.copy_(X.row_lr_factor(counts))
             self.sync_log_std_lr()
         for _ in range(c.num_mini_epochs):

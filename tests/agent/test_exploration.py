@@ -280,9 +280,9 @@ def test_joint_groups_fall_back_to_one_group_per_unknown_joint():
 
 
 def test_row_lr_factor_is_the_root_of_the_effective_number_of_rows():
-    """sqrt(1 / Σ p²), hand-computed: R equal shares → sqrt(R); unused rows count for nothing."""
+    """sqrt(1 / Σ p²), hand-computed: R equal shares → sqrt(R); unused rows count for nothing; no samples: 1."""
     cases = [([5.0], 1.0), ([3.0, 3.0], 2 ** 0.5), ([7.0] * 16, 4.0), ([2.0, 1.0, 1.0, 0.0], (1 / 0.375) ** 0.5),
-             ([9.0, 0.0, 1.0], (1 / 0.82) ** 0.5)]
+             ([9.0, 0.0, 1.0], (1 / 0.82) ** 0.5), ([0.0, 0.0], 1.0)]
     for counts, expected in cases:
         got = row_lr_factor(torch.tensor(counts))
         assert got.shape == () and float(got) == pytest.approx(expected, rel=1e-6), counts
