@@ -36,7 +36,8 @@ class TrainCfg:
     experiment_name: str = "default"
     run_dir: str | None = None  # exact output folder; default runs/<experiment_name>/<timestamp>
     resume: bool = False  # continue from <run_dir>/last.ckpt (or the newest run of experiment_name)
-    checkpoint: str | None = None  # weights-only warm start from this file
+    checkpoint: str | None = None  # weights-only warm start from this file; with resume=true: resume from it
+    force: bool = False  # run_dir holds a run: start over, moving its files aside to run_dir/replaced_<time>/
     logger: str = "wandb"  # wandb | none
     wandb: WandbCfg = field(default_factory=WandbCfg)
     progress_bar: bool = True

@@ -99,3 +99,17 @@ def assert_same_state(x, y, path: str = "state") -> None:
             assert_same_state(u, v, f"{path}[{i}]")
     else:
         assert x == y, path
+
+
+def pendulum_agent(**cfg):
+    """A set-up PPO agent on an 8-env pendulum (8-step episodes, ``small_agent_cfg(num_steps=8, **cfg)``), seed 0."""
+    import torch
+
+    from simppo.agent.ppo import PPO
+    from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
+
+    torch.manual_seed(0)
+    env = PendulumEnv(PendulumEnvCfg(max_episode_steps=8), num_envs=8, seed=0)
+    agent = PPO(cpu_fabric(), env, small_agent_cfg(num_steps=8, **cfg))
+    agent.setup()
+    return agent

@@ -6,6 +6,8 @@ compares it (and every tensor shape) with the current agent before anything is l
 of another robot or layout is refused with one line naming the file and the mismatch.
 """
 
+import hashlib
+import re
 from pathlib import Path
 
 import torch
@@ -14,20 +16,106 @@ from simppo.utils.files import atomic_write
 
 CHECKPOINT_FORMAT = "simppo-ppo"
 TMP_GLOB = ".*.ckpt.*.tmp"  # temp files of interrupted atomic writes (see simppo.utils.files.atomic_write)
+CHECKSUM_KEY = "checksum"  # SHA-256 of everything else in the file (:func:`state_checksum`)
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint file is missing, truncated, corrupt, not a simppo checkpoint or does not fit this run."""
 
 
-def save_checkpoint(state: dict, path: str | Path) -> None:
-    """Write ``state`` to ``path`` atomically (creating its folder).
+class DamagedCheckpointError(CheckpointError):
+    """The file is truncated, corrupt, fails its checksum or holds non-finite parameters: an older checkpoint
+    beside it may still be good (:func:`newest_good_checkpoint`)."""
 
-    An interrupted save leaves the previous file at ``path`` untouched and removes the temp file.
+
+class NonFiniteStateError(CheckpointError):
+    """A state to be saved holds non-finite parameters: it must not replace a good checkpoint."""
+
+
+def _digest_into(h, x) -> None:
+    """Feed a canonical encoding of a nested state (dicts in key order, tensors as dtype, shape and bytes, plain
+    values as their type and repr) into the hash ``h``."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"T{t.dtype}{tuple(x.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    elif isinstance(x, dict):
+        h.update(f"D{len(x)}".encode())
+        for k in sorted(x, key=repr):
+            h.update(f"K{k!r}".encode())
+            _digest_into(h, x[k])
+    elif isinstance(x, list | tuple):
+        h.update(f"L{type(x).__name__}{len(x)}".encode())
+        for v in x:
+            _digest_into(h, v)
+    else:
+        h.update(f"V{type(x).__name__}:{x!r}".encode())
+
+
+def state_checksum(state: dict) -> str:
+    """SHA-256 hex digest of a checkpoint dict's contents, the ``checksum`` entry itself left out."""
+    h = hashlib.sha256()
+    _digest_into(h, {k: v for k, v in state.items() if k != CHECKSUM_KEY})
+    return h.hexdigest()
+
+
+def nonfinite_parameters(state: dict) -> list[str]:
+    """Names of the model's floating-point tensors (``state["model"]``) that hold NaN or inf."""
+    model = state.get("model")
+    if not isinstance(model, dict):
+        return []
+    return [k for k, v in model.items()
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+
+
+def save_checkpoint(state: dict, path: str | Path) -> None:
+    """Write ``state`` (with its :func:`state_checksum`) to ``path`` atomically, creating its folder.
+
+    An interrupted save leaves the previous file at ``path`` untouched and removes the temp file. A state whose
+    model holds non-finite parameters is refused (:class:`NonFiniteStateError`): nothing is written.
     """
     path = Path(path)
+    bad = nonfinite_parameters(state)
+    if bad:
+        raise NonFiniteStateError(f"{path}: not written: the model's {', '.join(bad[:3])}"
+                                  f"{' ...' if len(bad) > 3 else ''} hold non-finite values")
+    state = {**state, CHECKSUM_KEY: state_checksum(state)}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda f: torch.save(state, f))
+
+
+def _epoch_of(path: Path) -> int:
+    m = re.fullmatch(r"epoch_(\d+)\.ckpt", path.name)
+    return int(m.group(1)) if m else -1
+
+
+def newest_good_checkpoint(folder: str | Path, exclude: str | Path | None = None) -> Path | None:
+    """The ``epoch_N.ckpt`` in ``folder`` with the largest N that loads and passes its checksum (``None``)."""
+    excluded = Path(exclude).resolve() if exclude is not None else None
+    for p in sorted(Path(folder).glob("epoch_*.ckpt"), key=_epoch_of, reverse=True):
+        if _epoch_of(p) < 0 or p.resolve() == excluded:
+            continue
+        try:
+            load_checkpoint(p)
+        except CheckpointError:
+            continue
+        return p
+    return None
+
+
+def damaged_hint(exc: CheckpointError, path: str | Path) -> str:
+    """``exc``'s message, and for a damaged file the newest good ``epoch_N.ckpt`` beside it and how to continue."""
+    message = str(exc)
+    if not isinstance(exc, DamagedCheckpointError):
+        return message
+    good = newest_good_checkpoint(Path(path).parent, exclude=path)
+    if good is None:
+        return f"{message}; no good epoch_N.ckpt beside it"
+    return (f"{message}; the newest good checkpoint beside it is {good}: continue from it with resume=true "
+            f"checkpoint={good}")
+
+
+_CODE_IN_PICKLE = re.compile(r"(?:unsupported|Unsupported) (?:GLOBAL|global|operand) ([\w.]+)")
 
 
 def remove_partial_writes(folder: str | Path) -> list[Path]:
@@ -43,6 +131,10 @@ def remove_partial_writes(folder: str | Path) -> list[Path]:
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
     """Load a checkpoint with ``weights_only=True``; raise :class:`CheckpointError` with a one-line reason.
 
+    The ``checksum`` written by :func:`save_checkpoint` is verified (checkpoints of simppo versions that wrote
+    none are read without it), and a model holding NaN or inf is refused. A file whose pickle would import or
+    call anything is reported as such, never with torch's advice to turn ``weights_only`` off.
+
     The file is read to the CPU; every tensor but the RNG states then moves to ``map_location``. The RNG
     states stay CPU byte tensors: ``torch.set_rng_state`` and ``torch.cuda.set_rng_state_all`` take nothing
     else (a GPU ``map_location`` would otherwise make resuming on CUDA raise a ``TypeError``)."""
@@ -52,13 +144,28 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for truncated/corrupt zips
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"{path}: corrupt or truncated checkpoint ({reason})") from None
+        text = str(exc).strip()
+        if "Weights only load failed" in text or type(exc).__name__ == "UnpicklingError":
+            found = _CODE_IN_PICKLE.search(text)
+            what = f" (it names {found.group(1)})" if found else ""
+            raise CheckpointError(f"{path}: the file holds pickled objects that would run code when loaded{what}; "
+                                  "simppo will not load it (a simppo checkpoint holds only tensors and plain "
+                                  "values)") from None
+        reason = text.splitlines()[0] if text else type(exc).__name__
+        raise DamagedCheckpointError(f"{path}: corrupt or truncated checkpoint ({reason})") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path}: not a simppo checkpoint (missing format '{CHECKPOINT_FORMAT}')")
     for key in ("model", "epoch"):
         if key not in state:
             raise CheckpointError(f"{path}: checkpoint lacks '{key}'")
+    stored = state.get(CHECKSUM_KEY)
+    if stored is not None and stored != state_checksum(state):
+        raise DamagedCheckpointError(f"{path}: checksum mismatch: its tensors changed after simppo wrote it "
+                                     "(damaged or edited)")
+    bad = nonfinite_parameters(state)
+    if bad:
+        raise DamagedCheckpointError(f"{path}: the model's {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
+                                     "hold non-finite values")
     if torch.device(map_location).type != "cpu":
         state = {k: v if k == "rng" else to_device(v, map_location, keep_cpu=("rng",) if k == "ranks" else ())
                  for k, v in state.items()}

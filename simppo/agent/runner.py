@@ -12,6 +12,7 @@ all-reduce); global rank 0 alone evaluates (and broadcasts the result), runs the
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -25,6 +26,7 @@ import torch
 from simppo.agent import distributed as D
 from simppo.agent.checkpoint import (
     CheckpointError,
+    damaged_hint,
     load_checkpoint,
     raise_on_any_rank,
     remove_partial_writes,
@@ -54,6 +56,30 @@ def gather_metrics(update: dict[str, torch.Tensor], episodes: dict[str, torch.Te
             if count > 0:
                 metrics[k] = value / count
     return metrics
+
+
+class TrainingDivergedError(RuntimeError):
+    """A loss or a model parameter became NaN or inf: training stops before any checkpoint is written."""
+
+
+NONFINITE_METRIC = "model/nonfinite_values"
+
+
+def nonfinite_count(module: torch.nn.Module) -> torch.Tensor:
+    """Device scalar: how many values of the module's floating-point parameters and buffers are NaN or inf."""
+    tensors = [t for t in module.state_dict().values() if t.is_floating_point()]
+    return torch.stack([(~torch.isfinite(t)).sum() for t in tensors]).sum().float()
+
+
+def divergence(metrics: dict[str, float]) -> str | None:
+    """What went non-finite in an iteration's host metrics (a loss, or the model's values), or ``None``."""
+    losses = [k for k, v in metrics.items() if "loss" in k and not math.isfinite(v)]
+    if losses:
+        return f"{losses[0]} is {metrics[losses[0]]}"
+    count = metrics.get(NONFINITE_METRIC, 0.0)
+    if count != 0:
+        return f"{int(count) if math.isfinite(count) else count} model values are NaN or inf"
+    return None
 
 
 SUMMED_METRICS = ("episode/", "episode_count", "env/num_unstable")  # summed over ranks; the rest are averaged
@@ -107,8 +133,6 @@ class Runner:
         self.epoch_hooks = list(epoch_hooks or [])
         self.is_global_zero = D.is_global_zero(agent.fabric)
         self.world_size = D.world_size(agent.fabric)
-        if self.root_dir is not None and self.is_global_zero:
-            self.root_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_csv = (MetricsCSV(self.root_dir / "metrics.csv")
                             if self.root_dir is not None and self.is_global_zero else None)
 
@@ -123,7 +147,15 @@ class Runner:
         agent.collect_rollout()
         t1 = time.perf_counter()
         update = {**agent.optimize_model(), **agent.rollout_metrics()}  # + env/num_unstable of this iteration
+        update[NONFINITE_METRIC] = nonfinite_count(agent.model)
         metrics = gather_metrics(*reduce_metrics(update, agent.episode_metrics()))
+        problem = divergence(metrics)  # the same reduced metrics on every rank: every rank stops
+        if problem:
+            kept = (f"{self.root_dir / 'last.ckpt'} is kept as it was" if self.root_dir is not None
+                    else "no checkpoint was written")
+            raise TrainingDivergedError(f"training diverged at epoch {agent.epoch + 1}: {problem}; stopped without "
+                                        f"saving ({kept}); lower the learning rates (agent.actor_lr, "
+                                        "agent.critic_lr) or check the motions with simppo-pack --verify")
         elapsed = time.perf_counter() - t0
         metrics["perf/steps_per_s"] = agent.num_steps * agent.num_envs * self.world_size / elapsed  # every rank
         metrics["perf/rollout_s"] = t1 - t0
@@ -143,6 +175,8 @@ class Runner:
         bar = tqdm(total=self.max_epochs, initial=agent.epoch, disable=not (self.progress_bar and zero),
                    dynamic_ncols=True, unit="it")
         last_reward = last_error = score = None
+        if self.root_dir is not None and zero:
+            self.root_dir.mkdir(parents=True, exist_ok=True)
         t_start = time.perf_counter()
         while agent.epoch < self.max_epochs and not self.agree(self.stop_requested):
             metrics = self.train_iteration()
@@ -252,14 +286,20 @@ class Runner:
             raise_on_any_rank(self.agent.fabric, error)
         self.agent.load_parameters(state, load_training_state, source=str(path))
 
-    def resume(self) -> None:
-        """Continue exactly from ``root_dir/last.ckpt`` (weights, optimizers, normalizers, counters, RNG, env;
-        with several ranks each rank's own env state and RNG)."""
+    def resume(self, checkpoint: str | Path | None = None) -> None:
+        """Continue exactly from ``root_dir/last.ckpt``, or from ``checkpoint`` (e.g. a good ``epoch_N.ckpt``
+        when ``last.ckpt`` is damaged): weights, optimizers, normalizers, counters, RNG, env; with several ranks
+        each rank's own env state and RNG. ``metrics.csv`` keeps the rows up to the checkpoint's epoch. A damaged
+        file's error names the newest good ``epoch_N.ckpt`` beside it."""
         if self.root_dir is None:
             raise ValueError("cannot resume: the runner has no root_dir")
         if self.is_global_zero:
             remove_partial_writes(self.root_dir)  # temp files of a killed run's interrupted checkpoint writes
-        self.load(self.root_dir / "last.ckpt", load_training_state=True)
+        path = Path(checkpoint) if checkpoint is not None else self.root_dir / "last.ckpt"
+        try:
+            self.load(path, load_training_state=True)
+        except CheckpointError as exc:
+            raise CheckpointError(damaged_hint(exc, path)) from None
         if self.metrics_csv is not None:
             self.metrics_csv.truncate_after(self.agent.epoch)
 

@@ -71,8 +71,9 @@ def _safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "motion"
 
 
-def run_metrics(cfg, run, device: str, out_dir: Path) -> dict:
-    """The batched evaluation; writes the outputs and prints the summary. Returns the report."""
+def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = None) -> dict:
+    """The batched evaluation; writes the outputs into ``out_dir`` (named as in ``final_dir``, where they end up)
+    and prints the summary. Returns the report."""
     import torch
 
     from simppo.eval.curves import METRICS_CSV, plot_curves
@@ -137,7 +138,9 @@ def run_metrics(cfg, run, device: str, out_dir: Path) -> dict:
             print(f"{PROG}: warning: no learning curves ({exc})", file=sys.stderr)
     env.close()
     print(summary_table(report, results, cfg.worst))
-    print(f"{PROG}: {runtime:.1f} s; wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
+    final_dir = final_dir or out_dir
+    print(f"{PROG}: {runtime:.1f} s; wrote " + ", ".join(str(final_dir / Path(p).relative_to(out_dir))
+                                                         for p in paths.values()), flush=True)
     return report
 
 
@@ -151,7 +154,7 @@ def make_player(cfg, run, device: str):
     return Player(env, model.act_inference, run.cfg.env.terminations)
 
 
-def run_video(cfg, run, device: str, out_dir: Path) -> list[dict[str, Path]]:
+def run_video(cfg, run, device: str, out_dir: Path, final_dir: Path | None = None) -> list[dict[str, Path]]:
     from simppo.eval.loading import EvalInputError
     from simppo.eval.video import FrameRenderer, record_motion
 
@@ -173,9 +176,10 @@ def run_video(cfg, run, device: str, out_dir: Path) -> list[dict[str, Path]]:
     for i in ids:
         t0 = time.perf_counter()
         paths = record_motion(player, renderer, i, out_dir / "videos", cfg.video.seconds, _safe_name(names[i]))
-        print(f"{PROG}: {names[i]}: {paths['video']} ({time.perf_counter() - t0:.1f} s), {paths['sheet']}",
+        shown = {k: (final_dir or out_dir) / Path(p).relative_to(out_dir) for k, p in paths.items()}
+        print(f"{PROG}: {names[i]}: {shown['video']} ({time.perf_counter() - t0:.1f} s), {shown['sheet']}",
               flush=True)
-        written.append(paths)
+        written.append(shown)
     renderer.close()
     player.env.close()
     return written
@@ -184,7 +188,9 @@ def run_video(cfg, run, device: str, out_dir: Path) -> list[dict[str, Path]]:
 def run_eval(cfg) -> int:
     from simppo.eval.config import VIEWERS
     from simppo.eval.loading import EvalInputError, load_run, torch_device
+    from simppo.eval.outfiles import OutputFolderError, check_output_folder
     from simppo.utils.device import init_warp
+    from simppo.utils.files import staged_directory
 
     if cfg.viewer not in VIEWERS:
         raise EvalInputError(f"viewer={cfg.viewer}: choose one of {', '.join(VIEWERS)}")
@@ -197,11 +203,18 @@ def run_eval(cfg) -> int:
     out_dir = Path(cfg.out).expanduser().resolve() if cfg.out else run.run_dir / "eval" / time.strftime(
         "%Y%m%d-%H%M%S")
     metrics = cfg.metrics if cfg.metrics is not None else cfg.viewer in ("none", "video")
-    if metrics:
-        run_metrics(cfg, run, device, out_dir)
-    if cfg.viewer == "video":
-        run_video(cfg, run, device, out_dir)
-    elif cfg.viewer == "native":
+    if metrics or cfg.viewer == "video":
+        try:
+            check_output_folder(out_dir, cfg.force)
+        except OutputFolderError as exc:
+            raise EvalInputError(str(exc)) from None
+        # the whole set replaces the old one at the end, or nothing does
+        with staged_directory(out_dir, may_replace=out_dir.exists()) as tmp:
+            if metrics:
+                run_metrics(cfg, run, device, tmp, out_dir)
+            if cfg.viewer == "video":
+                run_video(cfg, run, device, tmp, out_dir)
+    if cfg.viewer == "native":
         from simppo.eval.native import run_native
 
         player = make_player(cfg, run, device)

@@ -1,7 +1,11 @@
 """``simppo-train``: Hydra entry point that builds the env and the PPO agent and trains.
 
-Bad input (a corrupt or foreign checkpoint, unreadable motion files, resume without a checkpoint) is one
-line on stderr, ``simppo-train: error: <file>: <what>``, and exit status 2 (no traceback).
+Bad input (an unknown key or a value of the wrong type, a corrupt or foreign checkpoint, unreadable motion
+files, resume without a checkpoint) is one line on stderr, ``simppo-train: error: <file>: <what>``, and exit
+status 2 (no traceback). Everything is checked before anything is written: a failed start leaves the run folder
+as it was. A folder that already holds a run is continued only with ``resume=true`` and replaced only with
+``force=true`` (its files are moved aside to ``replaced_<time>/`` inside it). Training that diverges (a loss or a
+parameter NaN or inf) stops with exit status 1 before writing a checkpoint.
 
 Several processes (``devices=N num_nodes=M``, or ``torchrun`` / SLURM ``srun`` with the same two keys): DDP on
 Lightning Fabric. ``fabric.launch()`` starts the other local ranks (or joins the external launch); each rank
@@ -44,6 +48,84 @@ def fail(message: str, code: int = 2) -> None:
     """Print ``simppo-train: error: <message>`` (one line) and exit with status ``code`` (2: bad input)."""
     print(f"simppo-train: error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(code)
+
+
+RUN_FILES = ("config.yaml", "last.ckpt", "score_based.ckpt", "metrics.csv", "exploration.json")
+
+
+def run_files(run_dir: Path) -> list[Path]:
+    """The files of a training run in ``run_dir`` (config, checkpoints, metrics, sidecars, videos)."""
+    if not run_dir.is_dir():
+        return []
+    found = [run_dir / n for n in RUN_FILES if (run_dir / n).exists()]
+    found += sorted(run_dir.glob("epoch_*.ckpt"))
+    found += [p for p in (run_dir / "videos", run_dir / "wandb", run_dir / "eval") if p.exists()]
+    return found
+
+
+def check_values(cfg: TrainCfg) -> None:
+    """Raise :class:`UsageError` for a value no run can use (the types are Hydra's; this checks ranges)."""
+    a = cfg.agent
+    rules = [
+        ("num_envs", cfg.num_envs, cfg.num_envs is None or cfg.num_envs >= 1, "at least 1 (or null: per device)"),
+        ("max_epochs", cfg.max_epochs, cfg.max_epochs >= 1, "at least 1"),
+        ("eval_every", cfg.eval_every, cfg.eval_every >= 0, "0 (off) or more"),
+        ("video_every", cfg.video_every, cfg.video_every >= 0, "0 (off) or more"),
+        ("log_every", cfg.log_every, cfg.log_every >= 0, "0 (off) or more"),
+        ("dist_timeout_s", cfg.dist_timeout_s, cfg.dist_timeout_s > 0, "more than 0"),
+        ("agent.num_steps", a.num_steps, a.num_steps >= 1, "at least 1"),
+        ("agent.num_mini_epochs", a.num_mini_epochs, a.num_mini_epochs >= 1, "at least 1"),
+        ("agent.num_minibatches", a.num_minibatches, a.num_minibatches >= 1, "at least 1"),
+        ("agent.gamma", a.gamma, 0.0 <= a.gamma <= 1.0, "in [0, 1]"),
+        ("agent.tau", a.tau, 0.0 <= a.tau <= 1.0, "in [0, 1]"),
+        ("agent.actor_lr", a.actor_lr, 0.0 < a.actor_lr < 1.0, "in (0, 1)"),
+        ("agent.critic_lr", a.critic_lr, 0.0 < a.critic_lr < 1.0, "in (0, 1)"),
+        ("agent.save_last_every", a.save_last_every, a.save_last_every >= 1, "at least 1"),
+        ("agent.save_epoch_every", a.save_epoch_every, a.save_epoch_every >= 0, "0 (off) or more"),
+    ]
+    for key, value, ok, expected in rules:
+        if not ok:
+            raise UsageError(f"{key}={value}: must be {expected}")
+    if cfg.resume and cfg.force:
+        raise UsageError("resume=true and force=true: continue the run, or start it over, not both")
+
+
+def check_run_dir(run_dir: Path, cfg: TrainCfg) -> None:
+    """Raise :class:`UsageError` unless the run can start in ``run_dir`` as asked; writes nothing."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"run_dir={run_dir}: exists and is not a directory")
+    if cfg.resume:
+        source = Path(cfg.checkpoint).expanduser() if cfg.checkpoint else run_dir / "last.ckpt"
+        if not source.is_file():
+            raise UsageError(f"resume=true but {source} does not exist")
+        return
+    existing = run_files(run_dir)
+    if existing and not cfg.force:
+        names = ", ".join(p.name for p in existing[:3]) + (" ..." if len(existing) > 3 else "")
+        raise UsageError(f"run_dir={run_dir} already holds a run ({names}); continue it with resume=true, pick "
+                         "another run_dir, or pass force=true to start over (its files are moved to "
+                         "replaced_<time>/ inside it)")
+
+
+def start_run_dir(run_dir: Path, cfg_yaml: str, force: bool) -> Path | None:
+    """Once the run is sure to start: with ``force`` move an old run's files aside (returned), then write
+    ``config.yaml`` (atomically)."""
+    from simppo.utils.files import atomic_write_text
+
+    moved = None
+    existing = run_files(run_dir)
+    if force and existing:
+        moved = run_dir / time.strftime("replaced_%Y%m%d-%H%M%S")
+        suffix = 0
+        while moved.exists():
+            suffix += 1
+            moved = moved.with_name(f"{moved.name.split('.')[0]}.{suffix}")
+        moved.mkdir()
+        for p in existing:
+            os.replace(p, moved / p.name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.yaml", cfg_yaml)
+    return moved
 
 
 def resolve_run_dir(cfg: TrainCfg) -> Path:
@@ -105,17 +187,17 @@ def run(cfg_node) -> None:
     from simppo.agent.distributed import DistributedConfigError, broadcast_object
     from simppo.agent.exploration import ExplorationConfigError
     from simppo.agent.ppo import PPO
-    from simppo.agent.runner import Runner, StopOnSignal
+    from simppo.agent.runner import Runner, StopOnSignal, TrainingDivergedError
     from simppo.envs import make_env
     from simppo.motion.format import ShardFormatError
     from simppo.utils.device import enable_tf32, fabric_for, init_warp, resolve_device
-    from simppo.utils.files import atomic_write_text
     from simppo.utils.logger import NullLogger, make_logger
 
     cfg: TrainCfg = OmegaConf.to_object(cfg_node)
     if not cfg.robot.source:
         cfg.robot.source = robot_source(cfg)
     try:
+        check_values(cfg)
         check_launch(cfg)
         device = resolve_device(cfg.device)
     except ValueError as exc:
@@ -140,10 +222,7 @@ def run(cfg_node) -> None:
     if zero:
         try:
             run_dir = resolve_run_dir(cfg)
-            if cfg.resume and not (run_dir / "last.ckpt").is_file():
-                raise UsageError(f"resume=true but {run_dir / 'last.ckpt'} does not exist")
-            run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg_node, resolve=True))
+            check_run_dir(run_dir, cfg)
             plan = (str(run_dir), None)
         except (UsageError, OSError) as exc:
             plan = (None, str(exc))
@@ -166,10 +245,6 @@ def run(cfg_node) -> None:
     if sim is not None:
         sim.warm_up()  # compiles the physics kernels and captures the CUDA graphs before the first step
     say(f"simppo-train: kernels ready in {time.perf_counter() - t0:.1f} s", flush=True)
-    logger = NullLogger()
-    if zero:
-        logger = make_logger(cfg.logger, cfg.wandb, str(run_dir), run_dir.name,
-                             OmegaConf.to_container(cfg_node, resolve=True))
     try:
         agent = PPO(fabric, env, cfg.agent, root_dir=run_dir)
         agent.setup()
@@ -184,15 +259,33 @@ def run(cfg_node) -> None:
         from simppo.eval.periodic import PeriodicEvaluator
 
         evaluator = PeriodicEvaluator(cfg, device)
+    logger = NullLogger()
     runner = Runner(agent, run_dir, max_epochs=cfg.max_epochs, logger=logger, progress_bar=cfg.progress_bar,
                     epoch_hooks=hooks, evaluator=evaluator, eval_every=cfg.eval_every, log_every=cfg.log_every)
     try:
         if cfg.resume:
-            runner.resume()
+            runner.resume(cfg.checkpoint)
         elif cfg.checkpoint:
             runner.load(cfg.checkpoint, load_training_state=False)
     except CheckpointError as exc:
-        fail(str(exc))
+        fail(str(exc))  # resume: the runner has named the newest good epoch_N.ckpt of a damaged file
+    # the run is sure to start: only now is anything in run_dir replaced or written
+    started = None
+    if zero:
+        try:
+            moved = start_run_dir(run_dir, OmegaConf.to_yaml(cfg_node, resolve=True), cfg.force)
+            if moved is not None:
+                say(f"simppo-train: force=true: the previous run's files were moved to {moved}", flush=True)
+        except OSError as exc:
+            started = f"{run_dir}: cannot start the run ({exc.strerror or exc})"
+    if world > 1:
+        started = broadcast_object(started, src=0)
+    if started is not None:
+        fail(started)
+    if zero:
+        logger = make_logger(cfg.logger, cfg.wandb, str(run_dir), run_dir.name,
+                             OmegaConf.to_container(cfg_node, resolve=True))
+        runner.logger = logger
     ranks = f" ranks={world} (num_envs per rank)" if world > 1 else ""
     try:
         with StopOnSignal(runner):
@@ -201,6 +294,9 @@ def run(cfg_node) -> None:
                 f"run_dir={run_dir}", flush=True)
             runner.train()
     except CheckpointError as exc:  # a failed checkpoint write: the same message on every rank
+        fail(str(exc), code=1)
+    except TrainingDivergedError as exc:  # every rank sees the same reduced metrics and stops alike
+        logger.finish()
         fail(str(exc), code=1)
     except Exception as exc:
         if world == 1 or not is_lost_rank_error(exc):
@@ -221,7 +317,12 @@ def _hydra_main(cfg_node) -> None:
 
 
 def main() -> None:
+    from simppo.cli.overrides import override_problem
+
     register_configs()
+    problem = override_problem(sys.argv[1:], CONFIG_DIR, "train")
+    if problem:
+        fail(problem)
     _hydra_main()
 
 

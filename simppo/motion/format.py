@@ -4,14 +4,17 @@ Layout (all integers little-endian; see ``docs/motion_format.md``)::
 
     offset 0   8 bytes   magic  b"SIMPPOMS"
     offset 8   uint32    format version (FORMAT_VERSION)
-    offset 12  uint32    reserved (0)
+    offset 12  uint32    CRC-32 of the H header bytes
     offset 16  uint64    header length H in bytes
     offset 24  H bytes   header, UTF-8 JSON
     ...        padding   zeros up to the next multiple of ALIGN
     field arrays, each C-contiguous, starting at a multiple of ALIGN, at the offsets named in the header
 
 Opening a shard (:func:`open_shard`) reads the 24-byte preamble and the header only; the arrays
-are exposed as read-only ``np.memmap`` views that touch the file only when indexed.
+are exposed as read-only ``np.memmap`` views that touch the file only when indexed. Every field's bytes
+carry a CRC-32 in the header (``fields[name]["crc32"]``) and the header's bytes one in the preamble:
+:meth:`Shard.read_verified` checks a field when it is first read in full (as ``MotionLib`` does), so damage
+anywhere in a shard is a one-line :class:`ShardFormatError` instead of training on it.
 
 Frame fields (axis 0 = frame, motions concatenated in header order; world frame, quaternions wxyz,
 float32). Motion body ``b`` is MuJoCo body id ``b + 1`` (the world body 0 is excluded), so
@@ -33,6 +36,7 @@ import json
 import math
 import os
 import struct
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,10 +45,10 @@ import numpy as np
 from simppo.utils.files import atomic_write, atomic_write_text
 
 MAGIC = b"SIMPPOMS"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: CRC-32 of the header and of every field
 ALIGN = 64
 SHARD_SUFFIX = ".sms"
-_PREAMBLE = struct.Struct("<8sIIQ")  # magic, version, reserved, header length
+_PREAMBLE = struct.Struct("<8sIIQ")  # magic, version, header CRC-32, header length
 
 #: Per-frame fields: name -> (dtype, trailing shape as a function of (B, D, C)).
 FRAME_FIELDS: dict[str, tuple[str, str]] = {
@@ -85,6 +89,22 @@ def field_shape(name: str, num_frames: int, num_bodies: int, num_dofs: int, num_
     dims = {"B": num_bodies, "D": num_dofs, "C": num_contacts}
     tail = tuple(dims[s] if s in dims else int(s) for s in FRAME_FIELDS[name][1].split(","))
     return (num_frames,) + tail
+
+
+def crc32(data, value: int = 0) -> int:
+    """CRC-32 (zlib's) of a bytes-like object or a C-contiguous array's bytes, continuing from ``value``."""
+    return zlib.crc32(memoryview(data).cast("B"), value) & 0xFFFFFFFF
+
+
+def _zeros_crc32(nbytes: int) -> int:
+    """CRC-32 of ``nbytes`` zero bytes (a sparse, reserved field), without allocating them all."""
+    chunk = bytes(min(nbytes, 16 * 2**20))
+    value, left = 0, nbytes
+    while left > 0:
+        n = min(left, len(chunk))
+        value = zlib.crc32(chunk[:n] if n < len(chunk) else chunk, value)
+        left -= n
+    return value & 0xFFFFFFFF
 
 
 def _align(n: int) -> int:
@@ -152,6 +172,7 @@ class ShardHeader:
                 "shape": list(field_shape(n, T, B, D, C)),
                 "offset": 0,
                 "nbytes": 0,
+                "crc32": int(self.fields.get(n, {}).get("crc32", 0)),
             }
             for n in names
         }
@@ -231,9 +252,21 @@ class Shard:
                 self._maps[name] = np.memmap(self.path, dtype=f["dtype"], mode="r", offset=f["offset"], shape=shape)
         return self._maps[name]
 
-    def motion_slice(self, i: int) -> slice:
-        m = self.header.motions[i]
-        return slice(m.start, m.start + m.num_frames)
+    def read_verified(self, name: str) -> np.ndarray:
+        """A copy of field ``name`` whose bytes match the CRC-32 in the header; a one-line
+        :class:`ShardFormatError` naming the file and the field when they do not (a damaged file)."""
+        f = self.header.fields[name]
+        data = np.array(self.array(name), dtype=f["dtype"], order="C")
+        got = crc32(data)
+        if got != f.get("crc32"):
+            raise ShardFormatError(f"{self.path}: field {name}: checksum mismatch (crc32 {got:08x}, the header says "
+                                   f"{int(f.get('crc32', 0)):08x}): the file is damaged; re-pack it or restore it")
+        return data
+
+    def verify(self) -> None:
+        """Check every field's CRC-32 (reads the whole file)."""
+        for name in self.header.fields:
+            self.read_verified(name)
 
 
 #: A header longer than this is refused before it is read (real headers are a few KiB per motion).
@@ -315,6 +348,8 @@ def _check_layout(path, h: ShardHeader, data_start: int, size: int) -> None:
                                    f"{FRAME_FIELDS[name][0]} {want} for {T} frames")
         if not (_is_int(offset) and _is_int(nbytes)) or nbytes != np.dtype(dtype).itemsize * math.prod(want):
             raise ShardFormatError(f"{path}: field {name}: bad offset/nbytes {offset!r}/{nbytes!r}")
+        if not _is_int(f.get("crc32")) or not 0 <= f["crc32"] < 2**32:
+            raise ShardFormatError(f"{path}: field {name}: missing or bad crc32 {f.get('crc32')!r}")
         if offset % ALIGN or offset < data_start or offset + nbytes > h.file_size:
             raise ShardFormatError(f"{path}: field {name}: bytes [{offset}, {offset + nbytes}) are not aligned "
                                    f"data inside the file's {h.file_size} bytes")
@@ -339,7 +374,7 @@ def read_header(path: str | os.PathLike) -> ShardHeader:
             pre = fh.read(_PREAMBLE.size)
             if len(pre) < _PREAMBLE.size:
                 raise ShardFormatError(f"{path}: too short to be a motion shard")
-            magic, version, _, hlen = _PREAMBLE.unpack(pre)
+            magic, version, header_crc, hlen = _PREAMBLE.unpack(pre)
             if magic != MAGIC:
                 raise ShardFormatError(f"{path}: not a simppo motion shard (bad magic {magic!r})")
             if version != FORMAT_VERSION:
@@ -360,6 +395,9 @@ def read_header(path: str | os.PathLike) -> ShardHeader:
         raise ShardFormatError(f"{path}: unreadable ({e.strerror or e})") from None
     if len(raw) != hlen:
         raise ShardFormatError(f"{path}: truncated header")
+    if crc32(raw) != header_crc:
+        raise ShardFormatError(f"{path}: header checksum mismatch (crc32 {crc32(raw):08x}, the preamble says "
+                               f"{header_crc:08x}): the file is damaged; re-pack it or restore it")
     try:
         d = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as e:
@@ -378,17 +416,21 @@ def open_shard(path: str | os.PathLike) -> Shard:
 
 def _write_preamble_and_header(fh, header: ShardHeader) -> None:
     hb = header.to_bytes()
-    fh.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, len(hb)))
+    fh.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, crc32(hb), len(hb)))
     fh.write(hb)
 
 
-def _write_field(fh, header: ShardHeader, name: str, arr: np.ndarray) -> None:
+def _write_field(fh, header: ShardHeader, name: str, a: np.ndarray) -> None:
+    fh.seek(header.fields[name]["offset"])
+    fh.write(a.tobytes(order="C"))
+
+
+def _field_bytes(header: ShardHeader, name: str, arr: np.ndarray) -> np.ndarray:
     f = header.fields[name]
     a = np.ascontiguousarray(arr, dtype=f["dtype"])
     if list(a.shape) != f["shape"]:
         raise ValueError(f"field {name}: shape {list(a.shape)} != {f['shape']}")
-    fh.seek(f["offset"])
-    fh.write(a.tobytes(order="C"))
+    return a
 
 
 def write_shard(path: str | os.PathLike, header: ShardHeader, arrays: dict[str, np.ndarray] | None) -> Path:
@@ -399,15 +441,23 @@ def write_shard(path: str | os.PathLike, header: ShardHeader, arrays: dict[str, 
     for tests of very large packs).
     """
     header.layout()
+    if arrays is not None:
+        missing = set(header.fields) - set(arrays)
+        if missing:
+            raise ValueError(f"missing fields {sorted(missing)}")
+        data = {name: _field_bytes(header, name, arrays[name]) for name in header.fields}
+        for name, a in data.items():
+            header.fields[name]["crc32"] = crc32(a)
+    else:
+        data = {}
+        for f in header.fields.values():
+            f["crc32"] = _zeros_crc32(f["nbytes"])
+    header.layout()  # the checksums' digits may move the data start
 
     def write(fh) -> None:
         _write_preamble_and_header(fh, header)
-        if arrays is not None:
-            missing = set(header.fields) - set(arrays)
-            if missing:
-                raise ValueError(f"missing fields {sorted(missing)}")
-            for name in header.fields:
-                _write_field(fh, header, name, arrays[name])
+        for name, a in data.items():
+            _write_field(fh, header, name, a)
         fh.truncate(header.file_size)
 
     return atomic_write(path, write)

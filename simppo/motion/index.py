@@ -19,7 +19,7 @@ from simppo.motion.format import SHARD_SUFFIX, ShardFormatError, ShardHeader, na
 INDEX_FILE = "index.json"
 PACK_FORMAT = "simppo-motion-pack"
 
-__all__ = ["INDEX_FILE", "MotionIndex", "MotionShard", "names_digest", "resolve_shard_paths"]
+__all__ = ["INDEX_FILE", "MotionIndex", "MotionShard", "names_digest", "read_pack_index", "resolve_shard_paths"]
 
 
 @dataclass
@@ -32,7 +32,10 @@ class MotionShard:
     names_digest: str
 
 
-def _read_pack_index(index_path: Path) -> list[Path]:
+def read_pack_index(index_path: Path) -> dict:
+    """The decoded ``index.json`` of a pack, checked: a simppo pack index whose ``shards`` name files inside the
+    pack's folder (a name that leads elsewhere, ``../x`` or an absolute path, is refused)."""
+    index_path = Path(index_path)
     try:
         d = json.loads(index_path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as e:
@@ -44,7 +47,17 @@ def _read_pack_index(index_path: Path) -> list[Path]:
     if not isinstance(shards, list) or not all(isinstance(s, dict) and isinstance(s.get("file"), str)
                                                for s in shards):
         raise ShardFormatError(f"{index_path}: corrupt pack index ('shards' must list {{file: name}} objects)")
-    return [(index_path.parent / s["file"]).resolve() for s in shards]
+    folder = index_path.parent.resolve()
+    for s in shards:
+        f = Path(s["file"])
+        if not s["file"] or f.is_absolute() or ".." in f.parts or folder not in (folder / f).resolve().parents:
+            raise ShardFormatError(f"{index_path}: shard {s['file']!r} is outside the pack's folder; an index may "
+                                   "name only files inside it")
+    return d
+
+
+def _read_pack_index(index_path: Path) -> list[Path]:
+    return [(index_path.parent / s["file"]).resolve() for s in read_pack_index(index_path)["shards"]]
 
 
 def resolve_shard_paths(sources) -> list[Path]:

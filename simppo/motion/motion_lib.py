@@ -18,6 +18,7 @@ import torch
 import warp as wp
 
 from simppo.kernels.motion_interp import MotionFrames, MotionQuery, MotionStateWp, interpolate
+from simppo.motion.bounds import field_problem, fps_problem
 from simppo.motion.format import FRAME_FIELDS, Shard, ShardFormatError
 from simppo.motion.index import MotionIndex
 from simppo.utils.device import init_warp, resolve_device, torch_stream_scope, warp_device, warp_view
@@ -105,9 +106,15 @@ class MotionLib:
     """
 
     def __init__(self, sources: list[str] | MotionIndex, device: str = "cpu", robot_digest: str | None = None,
-                 robot_name: str = "the robot"):
+                 robot_name: str = "the robot", joint_limits: dict[str, tuple[float, float]] | None = None):
         """``robot_digest``: :func:`~simppo.motion.format.robot_digest` of the robot in use (its joint and
-        body names); shards packed for another kinematic naming are refused, naming ``robot_name``."""
+        body names); shards packed for another kinematic naming are refused, naming ``robot_name``.
+        ``joint_limits``: joint name → (lower, upper) rad of the robot in use; loaded joint positions beyond them
+        (plus :data:`~simppo.motion.bounds.JOINT_LIMIT_TOL`) are refused.
+
+        Every field is checked as it is read: its CRC-32 against the shard header, then the bounds of
+        :mod:`simppo.motion.bounds` (unit quaternions, speeds, positions, joint ranges); any failure is a
+        one-line :class:`ShardFormatError` naming the file, the field, the motion and the frame."""
         init_warp()
         self.device = torch.device(resolve_device(device))  # "cuda" → cuda:N, as the tensors report it
         self.wp_device = warp_device(self.device)
@@ -157,16 +164,29 @@ class MotionLib:
             dt, _ = FRAME_FIELDS[n]
             tail = tuple(headers[0].fields[n]["shape"][1:])
             self.frames[n] = torch.empty((total,) + tail, dtype=torch.from_numpy(np.empty(0, dt)).dtype, device=dev)
+        limits = None
+        if joint_limits is not None:
+            missing = [j for j in self.joint_names if j not in joint_limits]
+            if missing:
+                raise ShardFormatError(f"{self.index.shards[0].path}: joints {missing} are not joints of {robot_name}")
+            limits = tuple(np.array([joint_limits[j][k] for j in self.joint_names]) for k in (0, 1))
         starts = np.empty(self.num_motions, np.int32)
         base = 0
         k = 0
         for i, h in enumerate(headers):
             shard = Shard(self.index.shards[i].path, h)
+            for m in h.motions:
+                problem = fps_problem(m.fps)
+                if problem:
+                    raise ShardFormatError(f"{shard.path}: motion {m.name}: {problem}")
             for n in names:
-                seg = np.array(shard.array(n), dtype=FRAME_FIELDS[n][0])
-                if seg.dtype.kind == "f" and not np.isfinite(seg).all():  # NaN would poison training
-                    frame = int(np.argwhere(~np.isfinite(seg.reshape(len(seg), -1)))[0, 0])
-                    raise ShardFormatError(f"{shard.path}: field {n} holds a non-finite value at frame {frame}")
+                seg = shard.read_verified(n)
+                problem = field_problem(n, seg, limits)
+                if problem:
+                    frame, what = problem
+                    m = next(m for m in h.motions if m.start <= frame < m.start + m.num_frames)
+                    raise ShardFormatError(f"{shard.path}: field {n}: motion {m.name} frame {frame - m.start} holds "
+                                           f"{what}; re-pack it with simppo-pack")
                 self.frames[n][base : base + h.num_frames].copy_(torch.from_numpy(seg))
             for m in h.motions:
                 starts[k] = base + m.start

@@ -18,10 +18,7 @@ state resets never start with joints past their limits or geometry deep in the f
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import time
-import uuid
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -30,15 +27,17 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from simppo.motion.bounds import MAX_FPS, MIN_FPS, field_problem, fps_problem
 from simppo.motion.format import (
     FORMAT_VERSION,
     SHARD_SUFFIX,
     MotionMeta,
+    ShardFormatError,
     ShardHeader,
     write_json_atomic,
     write_shard,
 )
-from simppo.motion.index import INDEX_FILE, PACK_FORMAT
+from simppo.motion.index import INDEX_FILE, PACK_FORMAT, read_pack_index, resolve_shard_paths
 from simppo.motion.kinematics import (
     RobotKinematics,
     angular_velocity,
@@ -47,6 +46,7 @@ from simppo.motion.kinematics import (
     quat_make_continuous,
     quat_slerp,
 )
+from simppo.utils.files import staged_directory
 
 SUPPORTED_SUFFIXES = (".csv", ".npz")
 MANIFEST_SUFFIXES = (".yaml", ".yml")
@@ -71,6 +71,7 @@ class PackOptions:
     ground_slack: float = 0.02  # m of penetration left as is (soft contacts push it out within a few steps)
     quat_norm_tol: float = 0.05  # |norm - 1| of an input root quaternion beyond this is an error
     float_height: float = 0.15  # m: lowest geom above this = the robot floats (orientation plausibility)
+    allow_airborne: bool = False  # a clip that starts (or mostly stays) in the air is meant to
     contact_height: float = 0.03  # m: foot lowest point below this ...
     contact_speed: float = 0.3  # m/s: ... and foot speed below this = contact
 
@@ -180,8 +181,8 @@ def _read_manifest(path: Path) -> list[ClipSource]:
             raise MotionPackError(path, i, 0, f"manifest entry {i}: weight/fps must be numbers") from None
         if not (math.isfinite(weight) and weight > 0):
             raise MotionPackError(path, i, 0, f"manifest entry {i}: weight must be > 0, got {weight}")
-        if fps is not None and not (math.isfinite(fps) and fps > 0):
-            raise MotionPackError(path, i, 0, f"manifest entry {i}: fps must be > 0, got {fps}")
+        if fps is not None and fps_problem(fps):
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: {fps_problem(fps)}")
         qo = e.get("quat_order")
         if qo is not None and qo not in ("wxyz", "xyzw"):
             raise MotionPackError(path, i, 0, f"manifest entry {i}: quat_order must be wxyz or xyzw")
@@ -322,8 +323,8 @@ def _read_npz(path: Path, ncols: int) -> tuple[np.ndarray, float | None]:
             if f.size != 1:
                 raise MotionPackError(path, 0, 0, f"fps must be one number, got an array of shape {f.shape}")
             fps = float(f.reshape(()))
-            if not (math.isfinite(fps) and fps > 0):
-                raise MotionPackError(path, 0, 0, f"fps must be > 0, got {fps}")
+            if fps_problem(fps):
+                raise MotionPackError(path, 0, 0, f"fps: {fps_problem(fps)}")
         if "qpos" in members:
             q = load("qpos")
         elif all(k in members for k in ("root_pos", "root_quat", "dof_pos")):
@@ -359,8 +360,8 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
         vals, fps_file = _read_npz(path, ncols)
         rows = np.arange(1, vals.shape[0] + 1)
         fps = src.fps or (fps_file if fps_file is not None else opts.fps)
-    if not (math.isfinite(fps) and fps > 0):
-        raise MotionPackError(path, 0, 0, f"fps must be > 0, got {fps}")
+    if fps_problem(fps):
+        raise MotionPackError(path, 0, 0, f"fps: {fps_problem(fps)}")
     bad = np.argwhere(~np.isfinite(vals))
     if len(bad):
         r, c = bad[0]
@@ -451,17 +452,27 @@ def _check_orientation(clip: Clip, qpos: np.ndarray, fk: dict, robot: RobotKinem
     """Refuse a clip whose root orientation is implausible (mostly upside down, floating or sunk) when the
     other quaternion order is clearly plausible; warn when neither is."""
     upside, floating, sunk = orientation_stats(fk, opts)
-    if max(upside, floating, sunk) <= 0.5:
+    first_low = float(fk["lowest_z"][0])
+    if max(upside, floating, sunk) <= 0.5 and first_low <= opts.float_height:
         return
     what = (f"{robot.body_names[0]} upside down in {upside:.0%} of the frames, lowest geometry more than "
             f"{opts.float_height} m above the floor in {floating:.0%} and more than {opts.ground_tol} m below it "
             f"in {sunk:.0%}")
     other = "xyzw" if clip.quat_order == "wxyz" else "wxyz"
-    if max(orientation_stats(robot.forward(_other_order(qpos, clip.quat_order)), opts)) <= 0.1:
+    if max(upside, floating, sunk) > 0.5 and max(orientation_stats(
+            robot.forward(_other_order(qpos, clip.quat_order)), opts)) <= 0.1:
         raise MotionPackError(
             clip.source, 0, 4, f"implausible root orientation with quaternion order {clip.quat_order} ({what}); "
             f"read as {other} the clip is plausible: pack it with --quat-order {other} (or quat_order: {other} "
             "in the manifest)")
+    if not opts.allow_airborne and (floating > 0.5 or first_low > opts.float_height):
+        raise MotionPackError(
+            clip.source, int(clip.rows[0]) if len(clip.rows) else 0, 3,
+            f"not on the ground: the lowest geometry is {first_low:.3f} m above the floor at the first frame and more "
+            f"than {opts.float_height} m above it in {floating:.0%} of the frames; fix the root height, or pack "
+            "with --allow-airborne if the clip is meant to start in the air")
+    if max(upside, floating, sunk) <= 0.5:
+        return
     clip.warnings.append(f"{clip.source}: implausible root orientation ({what}); check the quaternion order and "
                          "the root height")
 
@@ -476,6 +487,10 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
     src_fps = clip.fps
     if opts.target_fps and abs(opts.target_fps - fps) > 1e-9:
         qpos = resample(qpos, fps, opts.target_fps)
+        if qpos.shape[0] < 2:
+            raise MotionPackError(clip.source, 0, 0, f"resampled to --target-fps {opts.target_fps:g} the "
+                                  f"{(clip.qpos.shape[0] - 1) / fps:.3f} s clip keeps {qpos.shape[0]} frame; a clip "
+                                  "needs at least 2")
         fps = float(opts.target_fps)
         rows = None
     else:
@@ -528,6 +543,12 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
         "body_lin_vel_w": body_lin,
         "body_ang_vel_w": body_ang,
     }
+    for name, values in arrays.items():  # speeds and positions no body reaches: a wrong fps or garbage rows
+        problem = field_problem(name, values)
+        if problem:
+            t, what = problem
+            raise MotionPackError(clip.source, file_row(t), 0, f"{name} at {fps:g} fps reaches {what} (is the "
+                                  "frame rate right? --fps, or fps in the manifest / NPZ)")
     if robot.foot_body_ids:
         fidx = np.array(robot.foot_body_ids) - 1
         speed = np.linalg.norm(body_lin[:, fidx], axis=-1)
@@ -597,6 +618,50 @@ def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, op
     return shard_paths, total_frames
 
 
+def check_replaceable(out_dir: Path, inputs: list[Path]) -> None:
+    """Raise :class:`MotionPackError` unless ``--force`` may replace ``out_dir``: it must be a simppo pack (its
+    ``index.json`` says so) holding nothing but that index and the shards it names, and it must neither be nor
+    contain an input."""
+    out = out_dir.resolve()
+    for p in inputs:
+        q = Path(p).resolve()
+        if q == out or out in q.parents:
+            raise MotionPackError(out_dir, 0, 0, f"--force would delete the input {p}; choose another --out")
+    entries = sorted(out_dir.iterdir())
+    if not entries:
+        return  # an empty folder: nothing to lose
+    index = out_dir / INDEX_FILE
+    try:
+        shards = {s["file"] for s in read_pack_index(index)["shards"]}
+    except ShardFormatError as exc:
+        raise MotionPackError(out_dir, 0, 0, "is not a simppo motion pack (no valid index.json: "
+                              f"{str(exc).split(': ', 1)[-1]}); --force replaces only a pack; choose another --out"
+                              ) from None
+    foreign = [e.name for e in entries if e.name != INDEX_FILE and e.name not in shards]
+    if foreign:
+        raise MotionPackError(out_dir, 0, 0, f"holds {foreign[0]!r}, which is not part of the pack; --force replaces "
+                              "only a directory holding a pack alone; move it away or choose another --out")
+
+
+def verify_pack(sources, robot: str | RobotKinematics | None = None) -> list[tuple[str, int, int]]:
+    """Check every shard of ``sources`` (packs, index files, shards) in full: header, every field's CRC-32 and
+    the bounds of :mod:`simppo.motion.bounds` (with ``robot``: its joint ranges too). Returns
+    ``(shard path, motions, frames)`` per shard; raises a one-line :class:`ShardFormatError` on the first
+    problem."""
+    from simppo.motion.motion_lib import MotionLib
+
+    limits = None
+    if robot is not None:
+        rk = robot if isinstance(robot, RobotKinematics) else RobotKinematics.from_robot(robot)
+        limits = {n: (float(lo), float(hi)) for n, lo, hi in zip(rk.joint_names, rk.joint_lower, rk.joint_upper,
+                                                                  strict=True)}
+    out = []
+    for path in resolve_shard_paths(sources):
+        lib = MotionLib([str(path)], device="cpu", joint_limits=limits)
+        out.append((str(path), lib.num_motions, lib.num_frames_total))
+    return out
+
+
 def pack_motions(
     inputs, out_dir, robot: str | RobotKinematics = "g1", force: bool = False, opts: PackOptions | None = None
 ) -> PackResult:
@@ -608,45 +673,31 @@ def pack_motions(
     """
     t0 = time.perf_counter()
     opts = opts or PackOptions()
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).expanduser().absolute()  # "." has no name to replace; keep symlinks visible
     if opts.quat_order not in ("wxyz", "xyzw"):
         raise MotionPackError("--quat-order", 0, 0, f"must be wxyz or xyzw, got {opts.quat_order!r}")
     for flag, v in (("--fps", opts.fps), ("--target-fps", opts.target_fps)):
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise MotionPackError(flag, 0, 0, f"must be > 0, got {v}")
+        if v is not None and fps_problem(v):
+            raise MotionPackError(flag, 0, 0, f"must be in [{MIN_FPS:g}, {MAX_FPS:g}], got {v:g}")
     for flag, v in (("--joint-limit-tol", opts.joint_limit_tol), ("--ground-tol", opts.ground_tol)):
         if not (math.isfinite(v) and v >= 0):
             raise MotionPackError(flag, 0, 0, f"must be >= 0, got {v}")
-    if (out_dir.exists() or out_dir.is_symlink()) and not force:
-        raise MotionPackError(out_dir, 0, 0, "output directory exists; pass --force to replace it")
     if out_dir.exists() and not out_dir.is_dir():
-        raise MotionPackError(out_dir, 0, 0, "output path exists and is not a directory")
+        raise MotionPackError(out_dir, 0, 0, "exists and is not a directory; choose another --out (a pack is a "
+                              "directory)")
+    if out_dir.is_symlink():
+        raise MotionPackError(out_dir, 0, 0, "is a symbolic link; choose another --out")
     sources = expand_inputs(list(inputs), opts)
     if not sources:
         raise MotionPackError(out_dir, 0, 0, "no input motions")
+    if out_dir.exists():  # what --force could not replace is refused first: no advice that fails next
+        check_replaceable(out_dir, [s.path for s in sources] + [Path(i) for i in inputs])
+        if not force:
+            raise MotionPackError(out_dir, 0, 0, "output directory exists; pass --force to replace it")
     rk = robot if isinstance(robot, RobotKinematics) else RobotKinematics.from_robot(robot)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tag = uuid.uuid4().hex[:8]
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{tag}"
-    old = out_dir.parent / f".{out_dir.name}.old-{tag}"
-    tmp.mkdir()
     warnings: list[str] = []
-    try:
+    # complete, or nothing: an old pack stays until the new one is whole
+    with staged_directory(out_dir, may_replace=out_dir.exists()) as tmp:
         shard_paths, total_frames = _write_pack(tmp, sources, rk, opts, warnings)
-        if out_dir.exists():
-            if not force:
-                raise MotionPackError(out_dir, 0, 0, "output directory exists; pass --force to replace it")
-            os.replace(out_dir, old)
-            try:
-                os.replace(tmp, out_dir)
-            except BaseException:
-                os.replace(old, out_dir)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return PackResult(out_dir, [out_dir / p for p in shard_paths], len(sources), total_frames,
                       time.perf_counter() - t0, warnings)

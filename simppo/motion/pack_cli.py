@@ -1,7 +1,12 @@
 """``simppo-pack``: pack motion clips into mmap-able simppo motion shards.
 
     simppo-pack INPUT... --robot g1 --out DIR [--fps 30] [--quat-order wxyz|xyzw] [--target-fps F]
-                [--max-motions-per-shard N] [--force]
+                [--max-motions-per-shard N] [--allow-airborne] [--force]
+    simppo-pack --verify PACK... [--robot g1]
+
+``--force`` replaces only a directory that is a simppo pack (and never one that is or holds an input).
+``--verify`` reads packs in full and checks every checksum and the physical bounds (exit 0 or 2).
+SIGINT and SIGTERM leave nothing behind (exit 130 / 143).
 
 Errors print one line ``simppo-pack: error: <file>:<row>:<col>: <what>`` and exit with status 2.
 Repairs (joint values clamped into their range, frames lifted onto the floor, see
@@ -11,9 +16,16 @@ Repairs (joint values clamped into their range, frames lifted onto the floor, se
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
-from simppo.motion.pack import MotionPackError, PackOptions, pack_motions
+from simppo.motion.bounds import MAX_FPS, MIN_FPS
+from simppo.motion.format import ShardFormatError
+from simppo.motion.pack import MotionPackError, PackOptions, pack_motions, verify_pack
+
+
+class Terminated(BaseException):
+    """SIGTERM (``timeout``, SLURM): unwinds like Ctrl-C, so the temporary pack folder is removed."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,8 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="csv / npz files, yaml manifests, directories")
     p.add_argument("--robot", default="g1", help="robot config name or path (default: g1)")
-    p.add_argument("--out", required=True, help="output pack directory")
-    p.add_argument("--fps", type=float, default=d.fps, help="frame rate of CSV inputs (default: 30)")
+    p.add_argument("--out", help="output pack directory (required unless --verify)")
+    p.add_argument("--verify", action="store_true",
+                   help="check the INPUT packs in full (checksums, unit quaternions, speeds, joint ranges); "
+                   "writes nothing")
+    p.add_argument("--fps", type=float, default=d.fps,
+                   help=f"frame rate of CSV inputs, in [{MIN_FPS:g}, {MAX_FPS:g}] (default: 30)")
     p.add_argument(
         "--quat-order",
         choices=("wxyz", "xyzw"),
@@ -50,7 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="frames whose collision geometry reaches this far below z=0 (m) are lifted onto the floor with "
         "a warning; deeper is an error (default: 0.05)",
     )
-    p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    p.add_argument("--allow-airborne", action="store_true",
+                   help="accept clips that start (or mostly stay) in the air; without it they are refused")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing output directory that holds a simppo pack")
     p.add_argument("-q", "--quiet", action="store_true", help="print errors only (no warnings, no summary)")
     return p
 
@@ -58,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.verify:
+        return _verify(args)
+    if not args.out:
+        parser.error("--out is required (or --verify to check packs)")
     if args.max_motions_per_shard < 1:
         parser.error("--max-motions-per-shard must be >= 1")
     opts = PackOptions(
@@ -67,7 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         max_motions_per_shard=args.max_motions_per_shard,
         joint_limit_tol=args.joint_limit_tol,
         ground_tol=args.ground_tol,
+        allow_airborne=args.allow_airborne,
     )
+
+    def on_term(signum, frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_term)
     try:
         res = pack_motions(args.inputs, args.out, robot=args.robot, force=args.force, opts=opts)
     except MotionPackError as e:
@@ -79,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("simppo-pack: interrupted; nothing written", file=sys.stderr)
         return 130
+    except Terminated:
+        print("simppo-pack: terminated (SIGTERM); nothing written", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if not args.quiet:
         for w in res.warnings:
             print(f"simppo-pack: warning: {w}", file=sys.stderr)
@@ -86,6 +120,18 @@ def main(argv: list[str] | None = None) -> int:
             f"simppo-pack: {res.num_motions} motions, {res.num_frames} frames, {len(res.shards)} shard(s) "
             f"-> {res.out_dir} ({res.seconds:.2f} s)"
         )
+    return 0
+
+
+def _verify(args) -> int:
+    try:
+        shards = verify_pack(args.inputs, robot=args.robot)
+    except (ShardFormatError, MotionPackError) as e:
+        print(f"simppo-pack: error: {e}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        for path, motions, frames in shards:
+            print(f"simppo-pack: ok: {path}: {motions} motions, {frames} frames")
     return 0
 
 

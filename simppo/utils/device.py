@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import warnings
 
 import torch
@@ -20,13 +21,42 @@ _NULL_SCOPE = contextlib.nullcontext()
 _streams: dict[tuple[str, int], wp.Stream] = {}
 
 
+_NO_DRIVER = "Could not find or load the NVIDIA CUDA driver"
+
+
+def _init_without_driver_warning() -> None:
+    """``wp.init()`` with Warp's native "no CUDA driver" line dropped from stderr (printed by its C library, so
+    caught at the file-descriptor level); every other line it prints is passed on."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            wp.init()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", "replace")
+    rest = "".join(line for line in text.splitlines(keepends=True) if _NO_DRIVER not in line)
+    if rest:
+        sys.stderr.write(rest)
+        sys.stderr.flush()
+
+
 def init_warp(quiet: bool = True) -> None:
-    """Initialise Warp once per process (``quiet`` hides its init and module-load messages)."""
+    """Initialise Warp once per process (``quiet`` hides its init and module-load messages). On a machine
+    without CUDA, Warp's warning that it found no CUDA driver is not shown: CPU is then the expected device."""
     global _warp_ready
     if not _warp_ready:
         if quiet:
             wp.config.log_level = wp.LOG_WARNING
-        wp.init()
+        if torch.cuda.is_available():
+            wp.init()
+        else:
+            _init_without_driver_warning()
         _warp_ready = True
 
 

@@ -1,8 +1,12 @@
 """Atomic file writes: a temp file in the target's folder, fsync, then ``os.replace``."""
 
+import contextlib
+import errno
 import os
+import shutil
 import tempfile
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,3 +45,36 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
     return atomic_write_bytes(path, text.encode(encoding))
+
+
+@contextlib.contextmanager
+def staged_directory(target: str | os.PathLike, may_replace: bool = True) -> Iterator[Path]:
+    """``with staged_directory(target) as tmp: write everything into tmp`` → ``target`` then holds exactly the new
+    contents.
+
+    ``tmp`` is a fresh folder beside ``target`` (``.<name>.tmp-XXXX``); on success an existing ``target`` is moved
+    aside, ``tmp`` moved into its place and the old folder deleted. An error or interrupt leaves ``target`` as it
+    was and removes ``tmp``. Callers decide beforehand whether ``target`` may be replaced; with ``may_replace=False``
+    a ``target`` that appeared meanwhile is kept and :class:`FileExistsError` raised."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    tmp, old = target.parent / f".{target.name}.tmp-{tag}", target.parent / f".{target.name}.old-{tag}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        if target.exists():
+            if not may_replace:
+                raise FileExistsError(errno.EEXIST, "appeared while the new contents were written", str(target))
+            os.replace(target, old)
+            try:
+                os.replace(tmp, target)
+            except BaseException:
+                os.replace(old, target)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

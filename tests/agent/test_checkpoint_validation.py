@@ -129,7 +129,7 @@ def test_resume_needs_the_same_num_envs_but_weights_do_not(saved):
 
 def test_checkpoint_without_signature_is_still_checked_by_shapes(saved, tmp_path):
     state = torch.load(saved, weights_only=True)
-    del state["signature"]  # as written before checkpoints carried one
+    del state["signature"], state["checksum"]  # as written before checkpoints carried either
     old = tmp_path / "old.ckpt"
     torch.save(state, old)
     refused(make_agent(WidthEnv(obs=4)), old, "model does not fit this run (model.actor.mu.0.weight: [16, 3] "
@@ -174,7 +174,7 @@ def test_simppo_train_reports_bad_checkpoints_and_motions_in_one_line(tmp_path, 
     line = _one_error_line(_train_cli("env=pendulum", "num_envs=8", f"run_dir={run}", "resume=true"))
     assert line.startswith(f"simppo-train: error: {run / 'last.ckpt'}: corrupt or truncated checkpoint"), line
     bad = tmp_path / "bad.sms"
-    bad.write_bytes(b"SIMPPOMS" + b"\x01\x00\x00\x00" * 2 + b"\xff" * 8)
+    bad.write_bytes(b"SIMPPOMS" + b"\x02\x00\x00\x00" * 2 + b"\xff" * 8)
     line = _one_error_line(_train_cli("env=humanoid_imitation", "sim=mujoco", "num_envs=2",
                                       f"run_dir={tmp_path / 'r3'}", f"motion.files=[{bad}]"))
     assert line.startswith(f"simppo-train: error: {bad}: truncated header"), line

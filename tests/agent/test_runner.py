@@ -3,16 +3,11 @@ import torch
 from simppo.agent.checkpoint import load_checkpoint
 from simppo.agent.ppo import PPO
 from simppo.agent.runner import Runner, gather_metrics
-from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
-from tests.helpers import cpu_fabric, small_agent_cfg
+from tests.helpers import pendulum_agent
 
 
 def _agent(**cfg) -> PPO:
-    torch.manual_seed(0)
-    env = PendulumEnv(PendulumEnvCfg(max_episode_steps=8), num_envs=8, seed=0)
-    agent = PPO(cpu_fabric(), env, small_agent_cfg(num_steps=8, **cfg))
-    agent.setup()
-    return agent
+    return pendulum_agent(**cfg)
 
 
 def test_gather_metrics_averages_episode_sums():

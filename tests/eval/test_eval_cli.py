@@ -127,3 +127,40 @@ def test_unknown_key_and_bad_viewer_exit_2(run_dir, capsys):
     assert "viewer=tv" in capsys.readouterr().err
     assert eval_main([]) == 2  # checkpoint is required
     assert "checkpoint" in capsys.readouterr().err
+
+
+def test_existing_out_is_refused_without_force_and_replaced_whole_with_it(eval_out, run_dir, tmp_path, capsys):
+    """An earlier evaluation with failures, then ``force=true`` with one that has none: the old failed-motions
+    manifest and clips go with the rest; nothing of the old set is left beside the new eval.json."""
+    import shutil
+
+    out = tmp_path / "ev"
+    shutil.copytree(eval_out, out)
+    assert (out / "failed_motions.yaml").is_file() and (out / "failed_motions").is_dir()
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    replay = [f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "kinematic_replay=true", "num_envs=6", "plot=false"]
+    assert eval_main(replay) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"simppo-eval: error: out={out}: exists and is not empty (pass force=true to replace the outputs " \
+                  "there, or choose another out)", err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert eval_main([*replay, "force=true"]) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["summary"]["success_rate"] == 1.0
+    assert sorted(p.name for p in out.iterdir()) == ["eval.csv", "eval.json", "eval_errors.png"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ev.")]  # no temp folder left
+
+
+def test_out_that_is_a_file_or_holds_other_files(run_dir, tmp_path, capsys):
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={f}"]) == 2
+    assert capsys.readouterr().err.strip() == f"simppo-eval: error: out={f}: exists and is not a directory"
+    assert f.read_text() == "mine"
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "thesis.tex").write_text("years")
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={d}", "force=true"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds 'thesis.tex', which this tool did not write" in err and "\n" not in err, err
+    assert (d / "thesis.tex").read_text() == "years"

@@ -88,3 +88,24 @@ def g1_robot_digest() -> str:
 
     r = build_robot_model(load_robot_cfg("g1"))
     return robot_digest(r.cfg.joint_names, r.body_names[1:])
+
+
+def use_tiny_robot(monkeypatch) -> None:
+    """``--robot tiny`` (and ``RobotKinematics.from_robot("tiny")`` in the packer) builds the test model; g1 stays
+    real."""
+    from simppo.motion import pack as pack_mod
+
+    real = pack_mod.RobotKinematics.from_robot
+    monkeypatch.setattr(pack_mod.RobotKinematics, "from_robot",
+                        classmethod(lambda cls, name: tiny_robot() if name == "tiny" else real(name)))
+
+
+def pack_cli_error(capsys, args: list[str]) -> str:
+    """Run simppo-pack expecting exit 2 and exactly one stderr line; returns the message after the prefix."""
+    from simppo.motion.pack_cli import main
+
+    rc = main(args)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert err.startswith("simppo-pack: error: ") and "\n" not in err, err
+    return err[len("simppo-pack: error: "):]

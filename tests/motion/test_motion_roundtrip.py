@@ -171,7 +171,8 @@ def test_body_positions_equal_mujoco_fk_and_constant_velocity(tmp_path):
     c[:, 2] += 0.3  # keep every body above the ground while tumbling slowly
     crow = np.concatenate([c[:, :7], c[:, 7:][:, rk.qpos_to_input]], 1)
     np.savez(tmp_path / "const.npz", fps=30.0, qpos=crow)
-    pack_motions([tmp_path / "fk.npz", tmp_path / "const.npz"], tmp_path / "p", robot="g1")
+    pack_motions([tmp_path / "fk.npz", tmp_path / "const.npz"], tmp_path / "p", robot="g1",
+                 opts=PackOptions(allow_airborne=True))
     lib = MotionLib([str(tmp_path / "p")], robot_digest=g1_robot_digest())
     d = mujoco.MjData(m)
     for i in range(T):

@@ -2,42 +2,34 @@
 
 import json
 import struct
+import zlib
 
 import numpy as np
 import pytest
 
 from simppo.motion import MotionLib
-from simppo.motion import pack as pack_mod
 from simppo.motion.format import ShardFormatError, read_header
 from simppo.motion.kinematics import RobotKinematics
 from simppo.motion.pack import PackOptions, pack_motions
 from simppo.motion.pack_cli import main
 from simppo.paths import MOTIONS_DIR
-from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
+from tests.motion.motion_testutil import pack_cli_error, tiny_clip, tiny_robot, use_tiny_robot, write_csv
 
 
 @pytest.fixture(autouse=True)
 def _tiny_robot(monkeypatch):
-    """``--robot tiny`` builds the test model (g1 stays real)."""
-    real = pack_mod.RobotKinematics.from_robot
-    monkeypatch.setattr(pack_mod.RobotKinematics, "from_robot",
-                        classmethod(lambda cls, name: tiny_robot() if name == "tiny" else real(name)))
+    use_tiny_robot(monkeypatch)
 
 
 def _err(capsys, args) -> str:
-    """Run simppo-pack expecting exit 2 and exactly one stderr line; returns the message after the prefix."""
-    rc = main(args)
-    err = capsys.readouterr().err.strip()
-    assert rc == 2, err
-    assert err.startswith("simppo-pack: error: ") and "\n" not in err, err
-    return err[len("simppo-pack: error: "):]
+    return pack_cli_error(capsys, args)
 
 
 def rewrite_shard(src, dst, mutate) -> None:
     """Copy shard ``src`` to ``dst`` with its JSON header changed by ``mutate(dict)``; the arrays keep their
     bytes and move (offsets and file_size follow) when the header grows past the old data start."""
     raw = src.read_bytes()
-    magic, version, reserved, hlen = struct.unpack("<8sIIQ", raw[:24])
+    magic, version, _, hlen = struct.unpack("<8sIIQ", raw[:24])
     d = json.loads(raw[24:24 + hlen])
     start = min(f["offset"] for f in d["fields"].values())
     mutate(d)
@@ -52,7 +44,8 @@ def rewrite_shard(src, dst, mutate) -> None:
         hb = json.dumps(d).encode()
     pad = new_start - 24 - len(hb)
     assert pad >= 0
-    dst.write_bytes(struct.pack("<8sIIQ", magic, version, reserved, len(hb)) + hb + b"\0" * pad + raw[start:])
+    crc = zlib.crc32(hb)  # a well-formed file whose header says what ``mutate`` made it say
+    dst.write_bytes(struct.pack("<8sIIQ", magic, version, crc, len(hb)) + hb + b"\0" * pad + raw[start:])
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +81,26 @@ def test_wxyz_walk_packed_as_xyzw_is_refused_with_the_hint(tmp_path, capsys):
                                atol=1e-5)
 
 
-def test_implausible_in_both_orders_is_a_warning_not_an_error(tmp_path):
-    rk = RobotKinematics.from_robot("g1")
+def test_a_clip_in_the_air_is_an_error_unless_allowed(tmp_path, capsys):
+    """Floating 1 m above the floor whichever way the quaternion is read: refused (also with ``-q``), and with
+    ``--allow-airborne`` packed with a warning."""
     rows = np.loadtxt(MOTIONS_DIR / "walk.csv", delimiter=",")[:30]
-    rows[:, 2] += 1.0  # floating 1 m above the floor whichever way the quaternion is read
+    rows[:, 2] += 1.0
     write_csv(tmp_path / "fly.csv", rows)
-    res = pack_motions([tmp_path / "fly.csv"], tmp_path / "p", robot=rk)
+    msg = _err(capsys, [str(tmp_path / "fly.csv"), "--robot", "g1", "--out", str(tmp_path / "p"), "-q"])
+    assert msg.startswith(f"{tmp_path / 'fly.csv'}:1:3: not on the ground") and "--allow-airborne" in msg, msg
+    assert not (tmp_path / "p").exists()
+    res = pack_motions([tmp_path / "fly.csv"], tmp_path / "p", robot=RobotKinematics.from_robot("g1"),
+                       opts=PackOptions(allow_airborne=True))
     assert len(res.warnings) == 1 and "implausible root orientation" in res.warnings[0], res.warnings
+
+
+def test_a_clip_that_starts_in_the_air_is_refused(tmp_path, capsys):
+    rows = np.loadtxt(MOTIONS_DIR / "walk.csv", delimiter=",")[:40]
+    rows[:5, 2] += 0.5  # the first frames above the floor, the rest on it
+    write_csv(tmp_path / "drop.csv", rows)
+    msg = _err(capsys, [str(tmp_path / "drop.csv"), "--robot", "g1", "--out", str(tmp_path / "p")])
+    assert "not on the ground" in msg and "at the first frame" in msg, msg
 
 
 # ----------------------------------------------------------------------------- defect 3: simppo-pack
@@ -104,7 +110,7 @@ def test_npz_with_fps_zero_is_refused(tmp_path, capsys):
     for fps in (0.0, -5.0, np.nan):
         np.savez(tmp_path / "z.npz", fps=fps, qpos=tiny_clip(10))
         msg = _err(capsys, [str(tmp_path / "z.npz"), "--robot", "tiny", "--out", str(tmp_path / "o")])
-        assert msg.startswith(f"{tmp_path / 'z.npz'}:0:0: fps must be > 0"), msg
+        assert msg.startswith(f"{tmp_path / 'z.npz'}:0:0: fps: frame rate {fps:g} is outside [1, 1000] fps"), msg
 
 
 @pytest.mark.parametrize("scale", [0.2, 3.0])
@@ -202,12 +208,12 @@ def test_truncated_shard_is_refused_before_reading(tiny_shard, tmp_path):
             read_header(bad)
 
 
-def test_non_finite_frames_are_refused(tiny_shard, tmp_path):
+def test_damaged_field_bytes_fail_the_checksum(tiny_shard, tmp_path):
     h = read_header(tiny_shard)
     raw = bytearray(tiny_shard.read_bytes())
     off = h.fields["dof_vel"]["offset"] + 4 * (h.fields["dof_vel"]["shape"][1] * 7 + 2)  # frame 7
     raw[off:off + 4] = np.float32(np.nan).tobytes()
     bad = tmp_path / "nan.sms"
     bad.write_bytes(bytes(raw))
-    with pytest.raises(ShardFormatError, match="nan.sms: field dof_vel holds a non-finite value at frame 7"):
+    with pytest.raises(ShardFormatError, match="nan.sms: field dof_vel: checksum mismatch .* the file is damaged"):
         MotionLib([str(bad)])

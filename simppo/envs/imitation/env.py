@@ -52,7 +52,9 @@ class HumanoidImitationEnv(VecEnv):
         motion_cfg = motion_cfg or MotionCfg()
         self.motion_lib = MotionLib(motion_cfg.resolved_files(), device=device,
                                     robot_digest=robot_digest(self.robot_cfg.joint_names, r.body_names[1:]),
-                                    robot_name=self.robot_cfg.source or self.robot_cfg.name)
+                                    robot_name=self.robot_cfg.source or self.robot_cfg.name,
+                                    joint_limits=dict(zip(self.robot_cfg.joint_names, r.joint_limits.tolist(),
+                                                          strict=True)))
         self.dt = self.sim.control_dt
         self._check_layout()
         spec.obs_set(cfg.observations)  # a clear error for an unknown set

@@ -1,0 +1,153 @@
+"""simppo-train never loses a run: a failed start writes nothing, an existing run is continued only with
+``resume=true`` and replaced only with ``force=true``, bad values are one line and exit status 2, a damaged
+checkpoint is refused with the way back, and a diverging run stops before it writes NaN."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from simppo.agent.checkpoint import state_checksum
+from simppo.cli.overrides import override_problem
+from simppo.cli.train import UsageError, check_values
+from simppo.config import TrainCfg, register_configs
+from simppo.paths import CONFIG_DIR
+
+PENDULUM = ["env=pendulum", "agent=ppo_small", "num_envs=16", "logger=none", "progress_bar=false"]
+
+
+def train(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    cmd = [str(Path(sys.executable).parent / "simppo-train"), *PENDULUM, f"run_dir={run_dir}", *overrides]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def one_line_error(proc, code: int = 2) -> str:
+    err = proc.stderr.strip()
+    assert proc.returncode == code, proc.stderr[-2000:]
+    assert err.startswith("simppo-train: error: ") and "\n" not in err, err
+    return err[len("simppo-train: error: "):]
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A finished 4-epoch pendulum run with epoch_2.ckpt and epoch_4.ckpt beside last.ckpt."""
+    r = tmp_path_factory.mktemp("runs") / "R"
+    proc = train(r, "max_epochs=4", "agent.save_epoch_every=2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return r
+
+
+def copy_run(run: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(run, dst)
+    return dst
+
+
+def test_existing_run_is_refused_and_force_moves_it_aside(run, tmp_path):
+    r = copy_run(run, tmp_path / "R")
+    before = snapshot(r)
+    msg = one_line_error(train(r, "max_epochs=2"))
+    assert f"run_dir={r} already holds a run" in msg and "resume=true" in msg and "force=true" in msg, msg
+    assert snapshot(r) == before
+    proc = train(r, "max_epochs=2", "force=true")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    moved = [p for p in r.iterdir() if p.name.startswith("replaced_")]
+    assert len(moved) == 1 and snapshot(moved[0]) == before
+    assert torch.load(r / "last.ckpt", weights_only=True)["epoch"] == 2
+    assert [line.split(",")[0] for line in (r / "metrics.csv").read_text().splitlines()[1:]] == ["1", "2"]
+
+
+def test_a_failed_start_rewrites_nothing(run, tmp_path):
+    r = copy_run(run, tmp_path / "R")
+    before = snapshot(r)
+    # resume with motions that do not exist (the env fails to build) and with a layout the checkpoint lacks
+    one_line_error(train(r, "resume=true", "env=humanoid_imitation", "motion.files=[typo]", "env.future_steps=[1,2]"))
+    assert snapshot(r) == before
+    msg = one_line_error(train(r, "resume=true", "agent.actor.units=[8]"))
+    assert "last.ckpt" in msg, msg
+    assert snapshot(r) == before
+    # a fresh run_dir stays absent when the start fails
+    one_line_error(train(tmp_path / "fresh", "env=humanoid_imitation", "motion.files=[typo]"))
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_impossible_values_are_one_line_and_write_nothing(tmp_path):
+    assert one_line_error(train(tmp_path / "R", "num_envs=0")).startswith("num_envs=0: must be at least 1")
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("key, value, what", [
+    ("num_envs", -1, "num_envs=-1: must be at least 1"),
+    ("max_epochs", -3, "max_epochs=-3: must be at least 1"),
+    ("agent.num_steps", 0, "agent.num_steps=0: must be at least 1"),
+    ("agent.gamma", 1.5, "agent.gamma=1.5: must be in [0, 1]"),
+])
+def test_check_values(key, value, what):
+    register_configs()
+    cfg = TrainCfg()
+    owner = cfg.agent if key.startswith("agent.") else cfg
+    setattr(owner, key.split(".")[-1], value)
+    with pytest.raises(UsageError) as e:
+        check_values(cfg)
+    assert str(e.value).startswith(what)
+
+
+def test_wrong_types_and_unknown_keys_are_one_line(tmp_path):
+    msg = one_line_error(train(tmp_path / "R", "num_envs=abc"))
+    assert msg.startswith("num_envs=abc: Value 'abc' of type 'str' could not be converted to Integer"), msg
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["agent.num_stepz=3"], "agent.num_stepz=3: unknown key 'agent.num_stepz'; did you mean 'agent.num_steps'?"),
+    (["nmu_envs=3"], "nmu_envs=3: unknown key 'nmu_envs'; did you mean 'num_envs'?"),
+    (["env.randomization=deploy"],
+     "env.randomization=deploy: 'env.randomization' is a config group; choose an option with env/randomization=deploy"),
+    (["env=nope"], "env=nope: no such option in group 'env'; choose one of humanoid_imitation, pendulum"),
+    (["max_epochs=1.5"], "max_epochs=1.5: Value '1.5' of type 'float' could not be converted to Integer "
+                         "(key 'max_epochs')"),
+    (["seed"], "Error parsing override 'seed': missing EQUAL at '<EOF>' (write key=value)"),
+    (["env/randomization=deploy", "num_envs=8"], None),
+])
+def test_override_problems(argv, expected):
+    register_configs()
+    assert override_problem(argv, CONFIG_DIR, "train") == expected
+
+
+def test_damaged_checkpoint_is_refused_with_the_way_back(run, tmp_path):
+    r = copy_run(run, tmp_path / "R")
+    state = torch.load(r / "last.ckpt", weights_only=True)
+    key = next(k for k in state["model"] if k.endswith("weight"))
+    state["model"][key].view(-1)[0] = 1e30
+    torch.save(state, r / "last.ckpt")  # one weight changed, the stored checksum kept
+    before = snapshot(r)
+    msg = one_line_error(train(r, "resume=true", "max_epochs=6"))
+    assert f"{r / 'last.ckpt'}: checksum mismatch" in msg, msg
+    assert f"resume=true checkpoint={r / 'epoch_4.ckpt'}" in msg, msg
+    assert snapshot(r) == before
+    proc = train(r, "resume=true", f"checkpoint={r / 'epoch_4.ckpt'}", "max_epochs=6")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert torch.load(r / "last.ckpt", weights_only=True)["epoch"] == 6
+
+
+def test_a_checkpoint_that_diverges_stops_without_overwriting_it(run, tmp_path):
+    """A weight of 1e30 with a valid checksum (a state that is garbage, not damaged): the first losses are
+    non-finite, training stops with exit status 1 and last.ckpt stays as it was."""
+    r = copy_run(run, tmp_path / "R")
+    state = torch.load(r / "last.ckpt", weights_only=True)
+    for k in state["model"]:
+        if k.startswith("critic.") and k.endswith("weight"):
+            state["model"][k].fill_(1e30)
+    state["checksum"] = state_checksum(state)
+    torch.save(state, r / "last.ckpt")
+    before = (r / "last.ckpt").read_bytes()
+    msg = one_line_error(train(r, "resume=true", "max_epochs=8"), code=1)
+    assert msg.startswith("training diverged at epoch 5: ") and "last.ckpt is kept as it was" in msg, msg
+    assert (r / "last.ckpt").read_bytes() == before
