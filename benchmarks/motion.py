@@ -22,13 +22,12 @@ import warp as wp
 from simppo.motion import DEFAULT_MOTIONS, MotionIndex, MotionLib
 from simppo.motion.format import MotionMeta, ShardHeader, write_shard
 from simppo.motion.pack import pack_motions
-from simppo.motion.synth import CLIP_NAMES
 from simppo.paths import MOTIONS_DIR
 from simppo.utils.device import resolve_device
 
 
 def bench_pack(tmp: Path, target_frames: int) -> None:
-    base = [np.loadtxt(MOTIONS_DIR / f"{n}.csv", delimiter=",") for n in CLIP_NAMES]
+    base = [np.loadtxt(p, delimiter=",") for p in sorted(MOTIONS_DIR.glob("*.csv"))]  # the shipped clips
     src = tmp / "src"
     src.mkdir()
     files_csv, files_npz, frames = [], [], 0

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Regenerate simppo's shipped sample motions: ``motions/<clip>.csv`` and the pack ``motions/g1_sample``.
 
-    python tools/make_motions.py [--robot g1] [--out motions]
+    python -m tools.make_motions [--robot g1] [--out motions]      (from the repository root)
 
-The clips come from :mod:`simppo.motion.synth` (kinematic, feet pinned by IK); the CSV rows are
+The clips come from :mod:`tools.synth` (kinematic, feet pinned by IK); the CSV rows are
 ``root x,y,z, root quaternion wxyz, 29 joint angles in the robot config's joint order`` at 30 fps, and
 the pack is produced from those CSVs by the same code as ``simppo-pack``.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from simppo.motion.pack import PackOptions, pack_motions
-from simppo.motion.synth import CLIP_NAMES, FPS, G1MotionSynth
 from simppo.paths import MOTIONS_DIR
+from tools.synth import CLIP_NAMES, FPS, G1MotionSynth
 
 
 def main(argv: list[str] | None = None) -> int:

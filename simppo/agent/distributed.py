@@ -93,3 +93,14 @@ def check_same_on_all_ranks(fabric, values: dict[str, int], fix: str = "") -> No
             per_rank = ", ".join(f"rank {r}: {v}" for r, v in enumerate(column))
             raise DistributedConfigError(f"the ranks disagree on {name} ({per_rank}); every rank must run the same "
                                          f"number of rollout steps and minibatches{fix}")
+
+
+def mean_std_all_ranks(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and unbiased std of ``x`` over every rank's values together (float64 sums, one all-reduce, no host
+    sync), in ``x``'s dtype."""
+    a = x.double()
+    sums = all_reduce_(torch.stack([torch.full_like(a[0], a.numel()), a.sum(), a.square().sum()]))
+    n = sums[0]
+    mean = sums[1] / n
+    var = ((sums[2] - n * mean.square()) / (n - 1.0).clamp(min=1.0)).clamp(min=0.0)
+    return mean.to(x.dtype), var.sqrt().to(x.dtype)

@@ -187,7 +187,7 @@ def run(cfg_node) -> None:
     from simppo.agent.distributed import DistributedConfigError, broadcast_object
     from simppo.agent.exploration import ExplorationConfigError
     from simppo.agent.ppo import PPO
-    from simppo.agent.runner import Runner, StopOnSignal, TrainingDivergedError
+    from simppo.agent.runner import StopOnSignal, TrainingDivergedError
     from simppo.envs import make_env
     from simppo.motion.format import ShardFormatError
     from simppo.utils.device import enable_tf32, fabric_for, init_warp, resolve_device
@@ -260,8 +260,8 @@ def run(cfg_node) -> None:
 
         evaluator = PeriodicEvaluator(cfg, device)
     logger = NullLogger()
-    runner = Runner(agent, run_dir, max_epochs=cfg.max_epochs, logger=logger, progress_bar=cfg.progress_bar,
-                    epoch_hooks=hooks, evaluator=evaluator, eval_every=cfg.eval_every, log_every=cfg.log_every)
+    runner = agent.loop(run_dir, max_epochs=cfg.max_epochs, logger=logger, progress_bar=cfg.progress_bar,
+                        epoch_hooks=hooks, evaluator=evaluator, eval_every=cfg.eval_every, log_every=cfg.log_every)
     try:
         if cfg.resume:
             runner.resume(cfg.checkpoint)

@@ -16,19 +16,19 @@ import numpy as np
 import torch
 
 from simppo.agent.models import PPOModel
-from simppo.envs.imitation import spec
 from simppo.eval.loading import LoadedRun
 from simppo.eval.outfiles import temp_output
+from simppo.kernels.imitation import spec
 
 POLICY_FORMAT = "simppo-policy"
 _CONVENTIONS = {
     "default": "quaternions wxyz; body terms relative to the root in its heading frame; future terms: the "
-               "reference relative to the robot's anchor body (see simppo/envs/imitation/spec.py)",
+               "reference relative to the robot's anchor body (see simppo/kernels/imitation/spec.py)",
     "deploy": "quaternions wxyz; IMU (gravity_b, root_ang_vel_b in the root frame) and encoder terms; per future "
               "frame: ref_anchor_pos = reference anchor at k - reference anchor now in the reference's heading "
               "frame now, anchor_rot6d = reference anchor at k relative to the robot's anchor (torso), "
               "ref_joint_pos, ref_body_pos = reference bodies - reference anchor at k in its heading frame "
-              "(see simppo/envs/imitation/spec.py)",
+              "(see simppo/kernels/imitation/spec.py)",
 }
 
 

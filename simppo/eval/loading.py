@@ -17,7 +17,7 @@ from simppo.agent.checkpoint import CheckpointError, load_checkpoint
 from simppo.agent.config import PPOAgentConfig
 from simppo.agent.models import PPOModel, log_std_rows
 from simppo.config import TrainCfg, register_configs
-from simppo.envs.imitation import spec
+from simppo.kernels.imitation import spec
 
 # Thresholds handed to the env in evaluation copies: the env never terminates on tracking errors, so that
 # the failing step's state stays readable; the evaluation applies the run's thresholds itself

@@ -205,12 +205,6 @@ def body_state(env) -> dict[str, torch.Tensor]:
     }
 
 
-def step_flags(env, thresholds) -> torch.Tensor:
-    s = body_state(env)
-    return termination_flags(s["anchor_pos"], s["ref_anchor_pos"], s["anchor_quat"], s["ref_anchor_quat"],
-                             s["ee_pos"], s["ref_ee_pos"], thresholds)
-
-
 @torch.no_grad()
 def evaluate_motions(env, act: Callable, thresholds, motion_ids: list[int] | None = None,
                      progress: Callable[[int, int], None] | None = None, check_every: int = 25) -> list[MotionResult]:

@@ -6,7 +6,7 @@ import torch
 
 from simppo.agent.models import PPOModel
 from simppo.envs.base import VecEnv
-from simppo.envs.imitation.spec import ERROR_INDEX
+from simppo.kernels.imitation.spec import ERROR_INDEX
 
 _BODY_POS = ERROR_INDEX["body_pos"]
 

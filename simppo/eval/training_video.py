@@ -37,7 +37,7 @@ class TrainingVideo:
     def __call__(self, runner) -> dict | None:
         from simppo.eval.video import record, write_mp4
 
-        model = runner.agent.model
+        model = runner.algorithm.model
         if self._player is None:
             self._setup(model)
         self._model = model
@@ -48,7 +48,7 @@ class TrainingVideo:
             images, fps = record(self._player, self._renderer, self.video.seconds)
         finally:
             model.train(was_training)
-        path = write_mp4(self.run_dir / "videos" / f"epoch_{runner.agent.epoch}.mp4", images, fps)
+        path = write_mp4(self.run_dir / "videos" / f"epoch_{runner.epoch}.mp4", images, fps)
         if not self.log_to_wandb:
             return None
         import wandb

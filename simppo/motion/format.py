@@ -212,20 +212,6 @@ class ShardHeader:
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_json(), separators=(",", ":")).encode("utf-8")
 
-    @classmethod
-    def from_json(cls, d: dict) -> ShardHeader:
-        h = cls(
-            robot=d["robot"],
-            joint_names=list(d["joint_names"]),
-            body_names=list(d["body_names"]),
-            contact_bodies=list(d["contact_bodies"]),
-            motions=[MotionMeta(**m) for m in d["motions"]],
-            fields=dict(d["fields"]),
-            version=int(d["version"]),
-            file_size=int(d["file_size"]),
-        )
-        return h
-
 
 class Shard:
     """An opened shard: header in memory, arrays memory-mapped on first access (read-only)."""

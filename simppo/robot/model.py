@@ -84,10 +84,6 @@ class RobotModel:
         m = self.mj_model
         return [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, i) or "" for i in range(m.nbody)]
 
-    @property
-    def tracked_body_names(self) -> list[str]:
-        return list(self.cfg.tracked_bodies)
-
 
 def _ids(m: mujoco.MjModel, cfg: RobotCfg, obj: mujoco.mjtObj, names: list[str], key: str) -> np.ndarray:
     out = []

@@ -16,7 +16,7 @@ from simppo.agent.checkpoint import (
     state_checksum,
 )
 from simppo.agent.ppo import PPO
-from simppo.agent.runner import Runner, TrainingDivergedError, divergence
+from simppo.agent.runner import TrainingDivergedError, divergence
 from tests.helpers import pendulum_agent
 
 
@@ -82,16 +82,16 @@ def test_newest_good_checkpoint_skips_damaged_ones(tmp_path):
 
 def test_truncated_last_ckpt_names_the_good_epoch_checkpoint(tmp_path):
     agent = _agent(save_last_every=1, save_epoch_every=2)
-    Runner(agent, tmp_path, max_epochs=3).train()
+    agent.loop(tmp_path, max_epochs=3).train()
     (tmp_path / "last.ckpt").write_bytes((tmp_path / "last.ckpt").read_bytes()[:500])
     with pytest.raises(CheckpointError) as e:
-        Runner(_agent(), tmp_path).resume()
+        _agent().loop(tmp_path).resume()
     msg = str(e.value)
     assert "last.ckpt: corrupt or truncated checkpoint" in msg, msg
     assert f"the newest good checkpoint beside it is {tmp_path / 'epoch_2.ckpt'}" in msg, msg
     assert f"resume=true checkpoint={tmp_path / 'epoch_2.ckpt'}" in msg and "\n" not in msg
     fresh = _agent()
-    Runner(fresh, tmp_path).resume(tmp_path / "epoch_2.ckpt")
+    fresh.loop(tmp_path).resume(tmp_path / "epoch_2.ckpt")
     assert fresh.epoch == 2
 
 
@@ -108,7 +108,7 @@ def _poison_critic(agent) -> None:
 
 def test_training_stops_when_a_parameter_becomes_nan_and_keeps_the_good_checkpoint(tmp_path):
     agent = _agent(save_last_every=1)
-    update = agent.optimize_model
+    update = agent.algorithm.update
 
     def diverging_update():
         metrics = update()
@@ -116,8 +116,8 @@ def test_training_stops_when_a_parameter_becomes_nan_and_keeps_the_good_checkpoi
             _poison_critic(agent)
         return metrics
 
-    agent.optimize_model = diverging_update
-    runner = Runner(agent, tmp_path, max_epochs=10)
+    agent.algorithm.update = diverging_update
+    runner = agent.loop(tmp_path, max_epochs=10)
     with pytest.raises(TrainingDivergedError, match=r"training diverged at epoch 3: 1 model values are NaN or inf; "
                                                     r".*last.ckpt is kept as it was"):
         runner.train()
@@ -128,8 +128,8 @@ def test_training_stops_when_a_parameter_becomes_nan_and_keeps_the_good_checkpoi
 
 def test_a_save_of_non_finite_weights_fails_and_keeps_the_good_checkpoint(tmp_path):
     agent = _agent(save_last_every=1)
-    runner = Runner(agent, tmp_path, max_epochs=10,
-                    epoch_hooks=[(1, lambda r: _poison_critic(r.agent) if r.agent.epoch == 2 else None)])
+    runner = agent.loop(tmp_path, max_epochs=10,
+                    epoch_hooks=[(1, lambda r: _poison_critic(r.algorithm) if r.epoch == 2 else None)])
     with pytest.raises(NonFiniteStateError, match="last.ckpt: not written"):
         runner.train()
     assert load_checkpoint(tmp_path / "last.ckpt")["epoch"] == 1

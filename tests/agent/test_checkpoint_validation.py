@@ -12,7 +12,6 @@ import torch
 from simppo.agent.checkpoint import CheckpointError
 from simppo.agent.config import ActorCfg, MLPCfg
 from simppo.agent.ppo import PPO
-from simppo.agent.runner import Runner
 from simppo.envs.base import VecEnv
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
 from simppo.motion.config import MotionCfg
@@ -87,7 +86,7 @@ def assert_unchanged(agent: PPO, before: dict) -> None:
 def refused(agent: PPO, path, match: str, load_training_state: bool = True) -> str:
     before = snapshot(agent)
     with pytest.raises(CheckpointError) as e:
-        Runner(agent).load(path, load_training_state)
+        agent.loop().load(path, load_training_state)
     msg = str(e.value)
     assert msg.startswith(f"{path}: ") and "\n" not in msg, msg
     assert match in msg, msg
@@ -122,7 +121,7 @@ def test_other_observation_or_action_widths(saved):
 def test_resume_needs_the_same_num_envs_but_weights_do_not(saved):
     agent = make_agent(WidthEnv(num_envs=8))
     refused(agent, saved, "checkpoint has num_envs=4, this run 8")
-    Runner(agent).load(saved, load_training_state=False)  # weights-only warm start is fine
+    agent.loop().load(saved, load_training_state=False)  # weights-only warm start is fine
     ckpt = torch.load(saved, weights_only=True)
     assert all(torch.equal(v, ckpt["model"][k]) for k, v in agent.model.state_dict().items())
 

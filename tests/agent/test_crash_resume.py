@@ -45,7 +45,7 @@ LAUNCHER = textwrap.dedent(f"""
     _train = runner.Runner.train
 
     def train(self):
-        print(f"TRAIN-START epoch={{self.agent.epoch}} steps={{self.agent.step_count}}", flush=True)
+        print(f"TRAIN-START epoch={{self.epoch}} steps={{self.step_count}}", flush=True)
         return _train(self)
 
     runner.Runner.train = train

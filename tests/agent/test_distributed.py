@@ -28,6 +28,7 @@ import pytest
 import torch
 
 from simppo.agent import losses as L
+from simppo.agent.algorithm import PPOAlgorithm
 from simppo.agent.checkpoint import load_checkpoint
 from simppo.agent.distributed import DistributedConfigError
 from simppo.agent.ppo import PPO
@@ -58,9 +59,13 @@ class FixedOrderPPO(PPO):
     fixed_order = False
     union_of: int | None = None
 
+    def setup(self) -> None:
+        super().setup()
+        self.algorithm.minibatch_permutation = self.minibatch_permutation  # the order the update visits
+
     def minibatch_permutation(self, total: int) -> torch.Tensor:
         if not self.fixed_order:
-            return super().minibatch_permutation(total)
+            return PPOAlgorithm.minibatch_permutation(self.algorithm, total)
         self._orders = getattr(self, "_orders", 0) + 1
         g = torch.Generator().manual_seed(1000 + self._orders)
         if self.union_of is None:
@@ -131,7 +136,6 @@ def training_state(agent: PPO) -> dict:
 
 def worker(out_dir: Path) -> None:
     from simppo.agent import runner as runner_mod
-    from simppo.agent.runner import Runner
     from simppo.utils.device import fabric_for
 
     fabric = fabric_for("cpu", devices=WORLD, timeout_s=30)
@@ -151,8 +155,8 @@ def worker(out_dir: Path) -> None:
     stopper = make_agent(fabric, seed=rank, target_kl=1e-12)
     stopper.collect_rollout()
     calls = []
-    step = stopper.perform_optimization_step
-    stopper.perform_optimization_step = lambda batch, i=0: calls.append(i) or step(batch, i)
+    step = stopper.algorithm.perform_optimization_step
+    stopper.algorithm.perform_optimization_step = lambda batch, i=0: calls.append(i) or step(batch, i)
     stopper.optimize_model()
     out["target_kl_steps"] = len(calls)
 
@@ -160,14 +164,14 @@ def worker(out_dir: Path) -> None:
     save = runner_mod.save_checkpoint
     runner_mod.save_checkpoint = lambda state, path: writes.append(Path(path).name) or save(state, path)
     straight = make_agent(fabric, seed=10 + rank)
-    Runner(straight, out_dir / "straight", max_epochs=4).train()
+    straight.loop(out_dir / "straight", max_epochs=4).train()
     out["straight"] = training_state(straight)
     out["writes"] = list(writes)  # the straight run's
 
     split = make_agent(fabric, seed=10 + rank)
-    Runner(split, out_dir / "split", max_epochs=2).train()
+    split.loop(out_dir / "split", max_epochs=2).train()
     resumed = make_agent(fabric, seed=50 + rank)  # other seeds: everything must come from the checkpoint
-    runner = Runner(resumed, out_dir / "split", max_epochs=4)
+    runner = resumed.loop(out_dir / "split", max_epochs=4)
     runner.resume()
     runner.train()
     out["resumed"] = training_state(resumed)
@@ -272,13 +276,12 @@ def test_resume_on_two_ranks_continues_exactly(ranks):
 
 def test_a_checkpoint_of_two_ranks_is_refused_by_one_process(ranks):
     from simppo.agent.checkpoint import CheckpointError
-    from simppo.agent.runner import Runner
 
     out_dir, _ = ranks
     agent = make_agent(cpu_fabric(), seed=0)
     with pytest.raises(CheckpointError, match="written by 2 ranks, this run has 1"):
-        Runner(agent, out_dir / "straight").resume()
-    Runner(agent, out_dir).load(out_dir / "straight" / "last.ckpt", load_training_state=False)  # weights: fine
+        agent.loop(out_dir / "straight").resume()
+    agent.loop(out_dir).load(out_dir / "straight" / "last.ckpt", load_training_state=False)  # weights: fine
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from simppo.agent.config import ActorCfg, MLPCfg
 from simppo.agent.exploration import SNAPSHOT_FILE
 from simppo.agent.models import PPOModel, log_std_rows
 from simppo.agent.ppo import PPO
-from simppo.agent.runner import Runner
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
 from simppo.motion.config import MotionCfg
@@ -137,12 +136,12 @@ def test_resume_with_the_same_motion_set_is_bit_exact(motion_packs, tmp_path):
 
     split = seeded_agent(motion_packs, "A", "B", root_dir=tmp_path)
     split.train_iteration()
-    Runner(split, tmp_path).save("last.ckpt")
+    split.loop(tmp_path).save("last.ckpt")
     side = json.loads((tmp_path / SNAPSHOT_FILE).read_text())
     assert side["epoch"] == 1 and [m["name"] for m in side["motions"]] == ["stand_sway", "squat", "walk"]
 
     resumed = seeded_agent(motion_packs, "A", "B", seed=99, root_dir=tmp_path)
-    Runner(resumed, tmp_path).resume()
+    resumed.loop(tmp_path).resume()
     for _ in range(2):
         resumed.train_iteration()
     a, b = straight.get_state_dict(), resumed.get_state_dict()
@@ -157,12 +156,12 @@ def test_resume_with_the_same_motion_set_is_bit_exact(motion_packs, tmp_path):
 def test_changed_motion_set_is_refused_before_anything_loads(motion_packs, tmp_path, now, words):
     trained = seeded_agent(motion_packs, "A", "B", root_dir=tmp_path)
     trained.train_iteration()
-    Runner(trained, tmp_path).save("last.ckpt")
+    trained.loop(tmp_path).save("last.ckpt")
     agent = seeded_agent(motion_packs, *now, seed=1)
     before = snapshot(agent)
     for training in (True, False):
         with pytest.raises(CheckpointError) as e:
-            Runner(agent, tmp_path).load(tmp_path / "last.ckpt", load_training_state=training)
+            agent.loop(tmp_path).load(tmp_path / "last.ckpt", load_training_state=training)
         assert str(e.value).startswith(f"{tmp_path / 'last.ckpt'}: ") and words in str(e.value), str(e.value)
         assert_unchanged(agent, before)
 
@@ -170,7 +169,7 @@ def test_changed_motion_set_is_refused_before_anything_loads(motion_packs, tmp_p
 def test_weights_only_start_from_shared_and_appended_shards(motion_packs, tmp_path):
     shared = seeded_agent(motion_packs, "A", exploration="shared", root_dir=tmp_path / "shared")
     shared.train_iteration()
-    Runner(shared, shared.root_dir).save("last.ckpt")
+    shared.loop(shared.root_dir).save("last.ckpt")
     state = torch.load(tmp_path / "shared" / "last.ckpt", weights_only=True)
     kept = copy.deepcopy(state)
 
@@ -182,7 +181,7 @@ def test_weights_only_start_from_shared_and_appended_shards(motion_packs, tmp_pa
     with pytest.raises(CheckpointError, match="shared.ckpt: checkpoint was trained with agent.exploration=shared"):
         agent.load_parameters(state, load_training_state=True, source="shared.ckpt")
     agent.train_iteration()
-    Runner(agent, agent.root_dir).save("last.ckpt")
+    agent.loop(agent.root_dir).save("last.ckpt")
 
     # a per-motion checkpoint of A + B, started with C appended: A + B keep their rows, C gets their mean
     grown = seeded_agent(motion_packs, "A", "B", "C", seed=2)
@@ -196,15 +195,15 @@ def test_weights_only_start_from_shared_and_appended_shards(motion_packs, tmp_pa
 
 def test_runner_writes_the_sidecar_with_every_last_ckpt_on_rank_zero_only(motion_packs, tmp_path):
     agent = seeded_agent(motion_packs, "A", root_dir=tmp_path, save_last_every=1)
-    Runner(agent, tmp_path, max_epochs=2).train()
+    agent.loop(tmp_path, max_epochs=2).train()
     side = json.loads((tmp_path / SNAPSHOT_FILE).read_text())
     assert (side["epoch"], side["step_count"]) == (2, 2 * agent.num_steps * NUM_ENVS)
     sigma = agent.model.actor.log_std.detach().exp()
     assert side["motions"][1]["sigma_mean"] == pytest.approx(float(sigma[1].mean()), abs=1e-6)
     (tmp_path / SNAPSHOT_FILE).unlink()
     (tmp_path / "last.ckpt").unlink()
-    agent.fabric = types.SimpleNamespace(is_global_zero=False, device=torch.device("cpu"))
-    Runner(agent, tmp_path).save("last.ckpt")  # another rank: neither the checkpoint nor the sidecar
+    agent.runner.fabric = types.SimpleNamespace(is_global_zero=False, device=torch.device("cpu"))
+    agent.loop(tmp_path).save("last.ckpt")  # another rank: neither the checkpoint nor the sidecar
     assert not (tmp_path / "last.ckpt").exists() and not (tmp_path / SNAPSHOT_FILE).exists()
 
 
@@ -252,11 +251,11 @@ def test_resume_after_appending_a_shard_keeps_old_rows_and_sampler_bins(motion_p
     agent = seeded_agent(motion_packs, "A", "B", root_dir=tmp_path)
     agent.train_iteration()
     agent.env.sampler.failure_ema.copy_(torch.rand_like(agent.env.sampler.failure_ema))
-    Runner(agent, tmp_path).save("last.ckpt")
+    agent.loop(tmp_path).save("last.ckpt")
     state = torch.load(tmp_path / "last.ckpt", weights_only=True)
 
     grown = seeded_agent(motion_packs, "A", "B", "C", seed=3, root_dir=tmp_path)
-    Runner(grown, tmp_path).resume()
+    grown.loop(tmp_path).resume()
     old_ema = state["env"]["sampler"]["failure_ema"]
     ema = grown.env.sampler.failure_ema
     assert ema.shape[0] > old_ema.shape[0]

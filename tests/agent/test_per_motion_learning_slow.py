@@ -40,7 +40,6 @@ import time
 
 import pytest
 
-from simppo.agent.runner import Runner
 from simppo.envs import make_env
 from simppo.eval.metrics import clip_steps
 from simppo.eval.tracking import play_from_start
@@ -67,7 +66,7 @@ def train_and_play(tmp_path, exploration: str) -> dict:
                                    f"agent.exploration={exploration}"], DEVICE)
     t0 = time.perf_counter()
     epochs = math.ceil(SAMPLES / (cfg.num_envs * agent.num_steps))
-    runner = Runner(agent, tmp_path / exploration, max_epochs=epochs, log_every=10)
+    runner = agent.loop(tmp_path / exploration, max_epochs=epochs, log_every=10)
     runner.train()
     log_std = agent.model.actor.log_std.detach().double()
     sigma = log_std.exp().mean(-1) if log_std.dim() == 2 else log_std.exp().mean().expand(len(CLIPS))

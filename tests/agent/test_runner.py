@@ -2,7 +2,7 @@ import torch
 
 from simppo.agent.checkpoint import load_checkpoint
 from simppo.agent.ppo import PPO
-from simppo.agent.runner import Runner, gather_metrics
+from simppo.agent.runner import gather_metrics
 from tests.helpers import pendulum_agent
 
 
@@ -33,17 +33,17 @@ def test_optimize_model_returns_metrics_and_episode_stats_reset():
 
 def test_runner_rotates_checkpoints_and_stops_on_request(tmp_path):
     agent = _agent(save_last_every=2, save_epoch_every=3)
-    runner = Runner(agent, tmp_path, max_epochs=3)
+    runner = agent.loop(tmp_path, max_epochs=3)
     runner.train()
     assert agent.epoch == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch_3.ckpt", "last.ckpt", "metrics.csv",
                                                           "score_based.ckpt"]
     best = load_checkpoint(tmp_path / "score_based.ckpt")["best_evaluated_score"]
     assert best == agent.best_evaluated_score
-    runner = Runner(agent, tmp_path, max_epochs=10)
+    runner = agent.loop(tmp_path, max_epochs=10)
     runner.request_stop()
     runner.train()  # no iteration; still saves last.ckpt
     assert agent.epoch == 3 and load_checkpoint(tmp_path / "last.ckpt")["epoch"] == 3
     fresh = _agent()
-    Runner(fresh, tmp_path).resume()
+    fresh.loop(tmp_path).resume()
     assert fresh.epoch == 3 and fresh.step_count == agent.step_count

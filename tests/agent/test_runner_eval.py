@@ -4,7 +4,6 @@ import torch
 
 from simppo.agent.checkpoint import load_checkpoint
 from simppo.agent.ppo import PPO
-from simppo.agent.runner import Runner
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
 from tests.helpers import cpu_fabric, small_agent_cfg
 
@@ -26,7 +25,7 @@ def test_eval_score_not_training_reward_decides_score_based(tmp_path, capsys):
         return {"eval/score": next(scores), "eval/survival_fraction": 1.0}
 
     agent = _agent()
-    runner = Runner(agent, tmp_path, max_epochs=6, evaluator=evaluator, eval_every=2, log_every=3)
+    runner = agent.loop(tmp_path, max_epochs=6, evaluator=evaluator, eval_every=2, log_every=3)
     runner.train()
     assert len(calls) == 3 and all(m is agent.model for m in calls)
     assert agent.best_evaluated_score == 0.9

@@ -154,7 +154,7 @@ def tracking_obs(rs: dict, ref: dict, actions: torch.Tensor, default_joint_pos: 
 def assemble_obs(parts: dict[str, torch.Tensor], future_steps: list[int], privileged: bool,
                  observations: str = "default") -> torch.Tensor:
     """Full rows ``[N, D]`` in the layout the env's spec declares (future frame ``k`` = slot ``i + 1``)."""
-    from simppo.envs.imitation.spec import obs_terms
+    from simppo.kernels.imitation.spec import obs_terms
 
     terms = obs_terms(future_steps, privileged, observations)
     return torch.cat([parts[t.name if slot is None else f"slot{slot}_{t.name}"] for _, t, slot in terms], dim=1)

@@ -52,7 +52,7 @@ def train(tmp_path, name: str, overrides: list[str]):
         if time.perf_counter() - t0 > TRAIN_SECONDS:
             runner.request_stop()
 
-    runner = Runner(agent, tmp_path / name, max_epochs=10 ** 6, epoch_hooks=[(1, stop_after_budget)])
+    runner = agent.loop(tmp_path / name, max_epochs=10 ** 6, epoch_hooks=[(1, stop_after_budget)])
     runner.train()
     print(f"{name}: {agent.epoch} iterations, {agent.step_count} samples in {time.perf_counter() - t0:.0f} s",
           flush=True)

@@ -10,7 +10,7 @@ from lightning_fabric import Fabric
 
 from simppo.agent.ppo import PPO
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
-from simppo.envs.imitation.spec import TRACKING_NAMES
+from simppo.kernels.imitation.spec import TRACKING_NAMES
 from tests.helpers import SyncCounter
 
 

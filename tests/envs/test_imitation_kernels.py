@@ -14,9 +14,9 @@ import warp as wp
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
 from simppo.envs.imitation.config import DeployRandomizationCfg
 from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
-from simppo.envs.imitation.spec import CAUSE_CODE, ERROR_NAMES, TRACKING_NAMES
-from simppo.envs.imitation.spec import REWARD_NAMES as REWARD_TERMS
 from simppo.kernels.imitation.actions import apply_actions
+from simppo.kernels.imitation.spec import CAUSE_CODE, ERROR_NAMES, TRACKING_NAMES
+from simppo.kernels.imitation.spec import REWARD_NAMES as REWARD_TERMS
 from tests.envs import imitation_reference as R
 
 ATOL = 1e-5  # absolute; relative (float32 sums such as action_rate ~ 50) where |value| > 1

@@ -54,7 +54,7 @@ def train_and_play(tmp_path, clips: list[str]) -> dict[str, dict]:
             runner.request_stop()
 
     evaluator = PeriodicEvaluator(cfg, "cpu")
-    runner = Runner(agent, tmp_path / "run", max_epochs=10 ** 6, evaluator=evaluator, eval_every=cfg.eval_every,
+    runner = agent.loop(tmp_path / "run", max_epochs=10 ** 6, evaluator=evaluator, eval_every=cfg.eval_every,
                     epoch_hooks=[(1, report_and_stop)])
     train_iteration = runner.train_iteration
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simppo.envs.imitation import spec
+from simppo.kernels.imitation import spec
 
 TRAIN = ["+preset=deploy", "sim=mjwarp", "num_envs=4", "max_epochs=1", "agent.num_steps=4", "eval_every=0",
          "logger=none", "progress_bar=false"]

@@ -175,6 +175,6 @@ def test_training_video_hook(loaded_run, tmp_path):
 
     hook = TrainingVideo(loaded_run.cfg, tmp_path, "cpu", log_to_wandb=False,
                          video=VideoCfg(width=64, height=48, fps=25.0, seconds=0.2))
-    runner = SimpleNamespace(agent=SimpleNamespace(model=build_model(loaded_run), epoch=7))
+    runner = SimpleNamespace(algorithm=SimpleNamespace(model=build_model(loaded_run)), epoch=7)
     assert hook(runner) is None
     assert (tmp_path / "videos" / "epoch_7.mp4").stat().st_size > 0

@@ -4,7 +4,6 @@
 import torch
 
 from simppo.agent.ppo import PPO
-from simppo.agent.runner import Runner
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
 from simppo.utils.device import fabric_for
 from tests.gpu import GPU_ONLY
@@ -24,12 +23,12 @@ def test_resume_on_cuda_restores_rng_weights_and_counters(cuda_device, tmp_path)
     torch.manual_seed(0)
     a = _agent(cuda_device, tmp_path)
     a.train_iteration()
-    Runner(a, tmp_path).save("last.ckpt")
+    a.loop(tmp_path).save("last.ckpt")
     cpu_rng, cuda_rng = torch.get_rng_state(), torch.cuda.get_rng_state_all()
     expected = torch.rand(3, device=cuda_device)
     torch.manual_seed(123)
     b = _agent(cuda_device, tmp_path)
-    Runner(b, tmp_path).resume()
+    b.loop(tmp_path).resume()
     assert torch.equal(torch.get_rng_state(), cpu_rng)
     assert all(torch.equal(x, y) for x, y in zip(torch.cuda.get_rng_state_all(), cuda_rng, strict=True))
     assert torch.equal(torch.rand(3, device=cuda_device), expected)

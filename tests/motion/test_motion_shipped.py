@@ -12,9 +12,9 @@ from simppo.motion import DEFAULT_MOTIONS, MotionCfg, MotionLib
 from simppo.motion.format import ShardFormatError
 from simppo.motion.kinematics import RobotKinematics, geom_lowest_z
 from simppo.motion.pack import pack_motions
-from simppo.motion.synth import CLIP_NAMES
 from simppo.paths import CONFIG_DIR, MOTIONS_DIR
 from tests.motion.motion_testutil import g1_robot_digest
+from tools.synth import CLIP_NAMES
 
 CM = 0.01
 

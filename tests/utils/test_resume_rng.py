@@ -10,7 +10,6 @@ import torch
 
 from simppo.agent.checkpoint import load_checkpoint
 from simppo.agent.ppo import PPO
-from simppo.agent.runner import Runner
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
 from tests.helpers import cpu_fabric, small_agent_cfg
 
@@ -49,5 +48,5 @@ def test_runner_load_restores_the_rng(saved):
     agent, path = saved
     expected = torch.rand(4, generator=torch.Generator().set_state(torch.load(path, weights_only=True)["rng"]["torch"]))
     torch.manual_seed(999)
-    Runner(agent).load(path)
+    agent.loop().load(path)
     assert torch.equal(torch.rand(4), expected)

@@ -119,7 +119,7 @@ class HumanoidImitationEnvCfg:
     privileged_critic: bool = True  # the critic also sees reference and body velocities
     soft_joint_limit_factor: float = 0.9
     kinematic_replay: bool = False  # write the reference into the simulator instead of stepping physics
-    observations: str = "default"  # default | deploy: the actor's observation set (simppo.envs.imitation.spec)
+    observations: str = "default"  # default | deploy: the actor's observation set (simppo.kernels.imitation.spec)
     obs_noise: bool = False  # uniform noise on the actor's observations (scales in the spec); the critic's stay clean
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)  # group env/randomization: none|deploy
     rewards: RewardWeightsCfg = field(default_factory=RewardWeightsCfg)

@@ -17,10 +17,10 @@ import torch
 import warp as wp
 
 from simppo.envs.base import VecEnv
-from simppo.envs.imitation import spec
 from simppo.envs.imitation.config import HumanoidImitationEnvCfg
 from simppo.envs.imitation.randomization import RNG_OBS_NOISE, Randomizer, rng_states
 from simppo.envs.imitation.sampler import AdaptiveSampler
+from simppo.kernels.imitation import spec
 from simppo.kernels.imitation.actions import apply_actions
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
 from simppo.kernels.imitation.observations import add_observation_noise, compute_observations

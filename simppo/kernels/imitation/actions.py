@@ -3,7 +3,7 @@
 import warp as wp
 
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
-from simppo.sim.base import SimState
+from simppo.kernels.types import SimState
 
 
 @wp.kernel

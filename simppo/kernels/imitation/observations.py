@@ -1,6 +1,6 @@
 """Observation kernels of the humanoid-imitation env: one thread per env writes one row.
 
-``compute_observations`` writes every term of :mod:`simppo.envs.imitation.spec` at the column the env's
+``compute_observations`` writes every term of :mod:`simppo.kernels.imitation.spec` at the column the env's
 layout gives it (``p.obs_col`` / ``p.future_col``; -1: the term is not in this observation set), so one
 kernel serves every observation set. Vectors are in the robot root's heading (yaw) frame except the three
 ``_b`` entries (full root-body frame) and the deploy set's reference-only terms (``ref_*``: the
@@ -10,11 +10,11 @@ row-major. ``add_observation_noise`` then writes the actor's noisy view (``env.o
 
 import warp as wp
 
-from simppo.envs.imitation.spec import FUTURE_INDEX, ONCE_INDEX
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams, RefState
 from simppo.kernels.imitation.common import GRAVITY_DIR_W, write_rot6d, write_vec3
+from simppo.kernels.imitation.spec import FUTURE_INDEX, ONCE_INDEX
 from simppo.kernels.quat import heading_quat, quat_conj, quat_mul, quat_rotate_inv
-from simppo.sim.base import SimState
+from simppo.kernels.types import SimState
 
 GRAVITY_B = wp.constant(ONCE_INDEX["gravity_b"])
 ROOT_LIN_VEL_B = wp.constant(ONCE_INDEX["root_lin_vel_b"])

@@ -9,7 +9,7 @@ per-env default pose; the action delay into the env's ``action_delay``.
 import warp as wp
 
 from simppo.kernels.quat import quat_rotate_inv
-from simppo.sim.base import SimState, WorldParams
+from simppo.kernels.types import SimState, WorldParams
 
 PUSH_EPS = 1.0e-6  # a timer below this has run out (float32 sums of dt)
 

@@ -1,16 +1,16 @@
 """Tracking reward of the humanoid-imitation env (BeyondMimic-style exp(-err/σ²) terms + penalties).
 
-Term order and kinds come from :mod:`simppo.envs.imitation.spec`; the kernel writes each term's raw
+Term order and kinds come from :mod:`simppo.kernels.imitation.spec`; the kernel writes each term's raw
 value at its spec index, then one loop turns raw values into terms, the weighted total and the sums.
 """
 
 import warp as wp
 
-from simppo.envs.imitation.spec import ERROR_INDEX, REWARD_INDEX, REWARD_TERMS
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams, RefState
 from simppo.kernels.imitation.common import relative_body_pos, yaw_delta
+from simppo.kernels.imitation.spec import ERROR_INDEX, REWARD_INDEX, REWARD_TERMS
 from simppo.kernels.quat import quat_error_angle, quat_mul
-from simppo.sim.base import SimState
+from simppo.kernels.types import SimState
 
 NUM_TERMS = wp.constant(len(REWARD_TERMS))
 ANCHOR_POS = wp.constant(REWARD_INDEX["anchor_pos"])

@@ -2,11 +2,11 @@
 
 import warp as wp
 
-from simppo.envs.imitation.spec import CAUSE_CODE
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams, RefState
 from simppo.kernels.imitation.common import GRAVITY_DIR_W
+from simppo.kernels.imitation.spec import CAUSE_CODE
 from simppo.kernels.quat import quat_rotate_inv
-from simppo.sim.base import SimState
+from simppo.kernels.types import SimState
 
 ANCHOR_HEIGHT = wp.constant(CAUSE_CODE["anchor_height"])
 ANCHOR_ORI = wp.constant(CAUSE_CODE["anchor_ori"])
