@@ -1,5 +1,7 @@
 """Shared test helpers (``from tests.helpers import ...``)."""
 
+import math
+
 import torch
 from lightning_fabric import Fabric
 
@@ -50,16 +52,18 @@ def train_setup(overrides: list[str], device: str):
 
 
 class SyncCounter:
-    """Counts Tensor.item/.cpu/.numpy/.tolist/__bool__ calls while active (monkeypatched)."""
+    """Counts the tensor operations that read a value on the host while active (monkeypatched): ``item``, ``cpu``,
+    ``numpy``, ``tolist``, ``bool()`` / ``float()`` / ``int()`` of a tensor, ``nonzero`` and indexing with a boolean
+    mask (``mask_index``: its result's size depends on the values)."""
 
-    NAMES = ("item", "cpu", "numpy", "tolist", "__bool__")
+    NAMES = ("item", "cpu", "numpy", "tolist", "__bool__", "__float__", "__int__", "nonzero", "mask_index")
 
     def __init__(self, monkeypatch):
         self.counts = dict.fromkeys(self.NAMES, 0)
         self._mp = monkeypatch
         self.active = False
         self.trace = False
-        for name in self.NAMES:
+        for name in self.NAMES[:-1]:
             original = getattr(torch.Tensor, name)
 
             def wrapper(t, *a, _orig=original, _name=name, **k):
@@ -72,6 +76,18 @@ class SyncCounter:
                 return _orig(t, *a, **k)
 
             monkeypatch.setattr(torch.Tensor, name, wrapper)
+        getitem = torch.Tensor.__getitem__
+
+        def masked(index) -> bool:
+            parts = index if isinstance(index, tuple) else (index,)
+            return any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts)
+
+        def get_item(t, index):
+            if self.active and masked(index):
+                self.counts["mask_index"] += 1
+            return getitem(t, index)
+
+        monkeypatch.setattr(torch.Tensor, "__getitem__", get_item)
 
     def __enter__(self):
         self.active = True
@@ -113,3 +129,38 @@ def pendulum_agent(**cfg):
     agent = PPO(cpu_fabric(), env, small_agent_cfg(num_steps=8, **cfg))
     agent.setup()
     return agent
+
+
+@torch.no_grad()
+def play_from_start(policy, env, motion_id: int, max_steps: int) -> dict[str, float]:
+    """Run every copy of a humanoid-imitation ``env`` from t = 0 of ``motion_id`` with the mean action
+    (:meth:`PPOModel.act_inference`, no exploration noise). ``policy``: a :class:`PPOModel` or a set-up ``PPO``.
+
+    Returns ``survival_s`` (mean time until the first termination, capped at ``max_steps``) and
+    ``body_pos_error`` (mean tracked-body distance in metres, anchor-aligned as in the reward, as the env
+    writes it in ``env.errors``, averaged over the steps each env survived). Envs that end are auto-reset
+    by the env and ignored afterwards.
+    """
+    from simppo.agent.models import PPOModel
+    from simppo.kernels.imitation.spec import ERROR_INDEX
+
+    model = policy if isinstance(policy, PPOModel) else policy.model
+    n = env.num_envs
+    obs = env.reset_to(torch.full((n,), motion_id, dtype=torch.int32, device=env.device),
+                       torch.zeros(n, device=env.device))
+    alive = torch.ones(n, dtype=torch.bool, device=env.device)
+    steps = torch.zeros(n, device=env.device)
+    err_sum = torch.zeros(n, device=env.device)
+    for _ in range(max_steps):
+        obs, _, terminated, _, _ = env.step(model.act_inference(obs))
+        err = env.errors[:, ERROR_INDEX["body_pos"]]
+        err_sum += torch.where(alive, err, torch.zeros_like(err))
+        steps += alive.float()
+        alive &= ~terminated
+    survival = steps * env.dt
+    return {
+        "survival_s": float(survival.mean()),
+        "body_pos_error": float((err_sum / steps.clamp_min(1.0)).mean()),
+        "survived_all": float(alive.float().mean()),
+        "max_s": max_steps * env.dt if math.isfinite(env.dt) else float("nan"),
+    }

@@ -2,11 +2,10 @@
 
 The forward is always ``torch.nn.functional.elu``, so the rollout's sampling forward (no gradients) and the
 update's forward (gradients) give the same bits and the PPO ratio of an unchanged policy is exactly 1, in fp32
-and in bf16 (a bf16 rollout through ``F.elu`` against a bf16 update through another formula moved log-probs by
-up to 0.4); exported and traced graphs hold a plain ``Elu``. The backward is computed from the output,
-``elu'(x) = 1 if y > 0 else y + 1`` (aten's ``elu_backward`` with ``is_result``), instead of evaluating ``exp`` on
-the input again as ``torch.nn.ELU``'s backward does. Forward + backward of a ``[1536, 512]`` batch on 2 Sapphire
-Rapids cores: fp32 1.00 → 0.92 ms, bf16 1.09 → 0.96 ms (one PPO minibatch step of the shipped agent runs six).
+and in bf16 (in bf16 another formula's rounding differs enough to move log-probs visibly); exported and traced
+graphs hold a plain ``Elu``. The backward is computed from the output, ``elu'(x) = 1 if y > 0 else y + 1`` (aten's
+``elu_backward`` with ``is_result``), instead of evaluating ``exp`` on the input again as ``torch.nn.ELU``'s
+backward does (``benchmarks/train_throughput.py`` times both).
 """
 
 import torch

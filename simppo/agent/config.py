@@ -58,9 +58,8 @@ class PPOAgentConfig:
     min_lr: float = 1e-5
     max_lr: float = 1e-2
     # Stop the remaining epochs of an iteration once an epoch's mean KL to the rollout policy exceeds it (one host
-    # sync per epoch; None: never). A guard, not a trust region: the mean KL of healthy iterations is 0.02-0.1 at
-    # the fixed LR, but as σ shrinks late in training the KL of a fixed-LR step grows ~1/σ² and can run away
-    # (0.1 -> 0.8 -> 3.7 -> 100 within 15 iterations, tracking lost: per-motion rows at σ 0.11, 2.7 M samples).
+    # sync per epoch; None: never). A guard, not a trust region: as σ shrinks late in training the KL of a
+    # fixed-LR step grows ~1/σ² and can run away within a few iterations (figures: README, per-motion exploration).
     target_kl: float | None = 0.15
     normalize_obs: bool = True
     # shared: one log-std vector [A] for every env. per_motion: a table [num_rows, A] whose row is the env's
@@ -76,13 +75,12 @@ class PPOAgentConfig:
     obs_clip: float = 5.0
     actor: ActorCfg = field(default_factory=ActorCfg)
     critic: MLPCfg = field(default_factory=MLPCfg)
-    # Speed of training's MLPs (benchmarks/train_throughput.py prints each option before/after). update_precision
+    # Speed of training's MLPs (benchmarks/train_throughput.py prints each option's effect). update_precision
     # bf16: every actor/critic MLP forward of training (the rollout's and each minibatch step's) and the backward
     # under bf16 autocast, with fp32 master weights, losses, log-probs and Adam (simppo.agent.precision: the rollout
     # and the update must share one precision, or the PPO ratio is rounding noise at small σ). It pays only where
-    # the hardware multiplies bf16 natively; auto picks bf16 on CPUs with AMX (x2.1 per minibatch step on 2
-    # Sapphire Rapids cores) and fp32 elsewhere (AVX2: ~15x slower; H200: x0.83-1.14). compile: torch.compile of
-    # the two MLPs (Inductor; on CPU it needs a C++ compiler and adds ~1 min of compiling at start).
+    # the hardware multiplies bf16 natively, so auto picks bf16 on CPUs with AMX and fp32 elsewhere. compile:
+    # torch.compile of the two MLPs (Inductor; on CPU it needs a C++ compiler and compiles for a while at start).
     update_precision: str = "auto"
     compile: bool = False
     # checkpoints

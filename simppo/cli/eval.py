@@ -22,16 +22,11 @@ from pathlib import Path  # noqa: E402
 
 from omegaconf import MissingMandatoryValue, OmegaConf  # noqa: E402
 
+from simppo.cli.errors import UsageError, report  # noqa: E402
+
 PROG = "simppo-eval"
 
 
-class UsageError(ValueError):
-    """Bad command-line input (one line)."""
-
-
-def fail(prog: str, message: str) -> int:
-    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
-    return 2
 
 
 def compose_cfg(schema: str, overrides: list[str]):
@@ -103,7 +98,7 @@ def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = N
         if rounds > 1:
             print(f"{PROG}: {done}/{total} motions ({time.perf_counter() - t0:.1f} s)", flush=True)
 
-    results = evaluate_motions(env, act, run.cfg.env.terminations, progress=progress)
+    results = evaluate_motions(env, act, progress=progress)
     runtime = time.perf_counter() - t0
     t = run.cfg.env.terminations
     report = {
@@ -151,7 +146,7 @@ def make_player(cfg, run, device: str):
     env = make_eval_env(run, 1, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None,
                         randomization=cfg.randomization, obs_noise=cfg.obs_noise)
     model = build_model(run, device)
-    return Player(env, model.act_inference, run.cfg.env.terminations)
+    return Player(env, model.act_inference)
 
 
 def run_video(cfg, run, device: str, out_dir: Path, final_dir: Path | None = None) -> list[dict[str, Path]]:
@@ -248,7 +243,7 @@ def cli_main(prog: str, doc: str, schema: str, run, argv: list[str] | None) -> i
     try:
         return run(compose_cfg(schema, argv))
     except (UsageError, EvalInputError) as exc:
-        return fail(prog, str(exc))
+        return report(prog, str(exc))
 
 
 def main(argv: list[str] | None = None) -> int:

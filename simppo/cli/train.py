@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 if not os.environ.get("DISPLAY"):  # headless video clips (video_every); must precede the first mujoco import
     os.environ.setdefault("MUJOCO_GL", "egl")
@@ -28,6 +29,8 @@ import hydra  # noqa: E402
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from simppo.cli import errors  # noqa: E402
+from simppo.cli.errors import UsageError  # noqa: E402
 from simppo.config import TrainCfg, register_configs  # noqa: E402
 from simppo.paths import CONFIG_DIR  # noqa: E402
 
@@ -40,14 +43,9 @@ def default_num_envs(device: str) -> int:
     return CPU_DEFAULT_NUM_ENVS if device == "cpu" else GPU_DEFAULT_NUM_ENVS
 
 
-class UsageError(ValueError):
-    """Bad input found before training: reported as one line (see :func:`fail`)."""
-
-
-def fail(message: str, code: int = 2) -> None:
-    """Print ``simppo-train: error: <message>`` (one line) and exit with status ``code`` (2: bad input)."""
-    print(f"simppo-train: error: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(code)
+def fail(message: str, code: int = 2) -> NoReturn:
+    """``simppo-train: error: <message>`` (one line) and exit with status ``code`` (2: bad input)."""
+    errors.fail("simppo-train", message, code)
 
 
 RUN_FILES = ("config.yaml", "last.ckpt", "score_based.ckpt", "metrics.csv", "exploration.json")
@@ -86,6 +84,14 @@ def check_values(cfg: TrainCfg) -> None:
     for key, value, ok, expected in rules:
         if not ok:
             raise UsageError(f"{key}={value}: must be {expected}")
+    terminations = getattr(cfg.env, "terminations", None)
+    if terminations is not None:
+        from simppo.kernels.imitation.spec import cause_mask
+
+        try:
+            cause_mask(terminations.end_causes)
+        except ValueError as exc:
+            raise UsageError(f"env.terminations.end_causes={list(terminations.end_causes)}: {exc}") from None
     if cfg.resume and cfg.force:
         raise UsageError("resume=true and force=true: continue the run, or start it over, not both")
 

@@ -19,10 +19,6 @@ from simppo.agent.models import PPOModel, log_std_rows
 from simppo.config import TrainCfg, register_configs
 from simppo.kernels.imitation import spec
 
-# Thresholds handed to the env in evaluation copies: the env never terminates on tracking errors, so that
-# the failing step's state stays readable; the evaluation applies the run's thresholds itself
-# (:func:`simppo.eval.metrics.termination_flags`). Unstable worlds still end (and are reset) in the env.
-_NEVER = 1.0e9
 _EVAL_EPISODE_S = 1.0e6  # no time-outs (fits the env's int32 step counter at any control rate)
 
 
@@ -158,8 +154,9 @@ def build_model(run: LoadedRun, device: str = "cpu") -> PPOModel:
 
 def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: str | None = None,
                  obs_noise: bool | None = None):
-    """A copy of the trained env config for deterministic play from t = 0: no termination thresholds (the
-    evaluation checks them), no clip-end truncation and no time-out. Physics, observations and rewards
+    """A copy of the trained env config for deterministic play from t = 0: episodes end only on unstable worlds
+    (the env still flags every failure cause with the run's thresholds, and the evaluation reads those flags, so
+    the failing state stays readable), no clip-end truncation and no time-out. Physics, observations and rewards
     are unchanged; domain randomization and observation noise are off unless ``randomization``
     (``none`` | ``deploy``) / ``obs_noise`` ask for them (drawn from the run's seed: reproducible)."""
     from simppo.envs.imitation.config import RANDOMIZATIONS
@@ -170,9 +167,7 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
         raise EvalInputError(f"randomization={name}: choose one of {', '.join(RANDOMIZATIONS)}")
     cfg.randomization = RANDOMIZATIONS[name]()
     cfg.obs_noise = bool(obs_noise)
-    cfg.terminations.anchor_height = _NEVER
-    cfg.terminations.anchor_ori = _NEVER
-    cfg.terminations.ee_height = _NEVER
+    cfg.terminations.end_causes = ["unstable"]  # the env flags the others (fail_bits); the evaluation reads them
     cfg.truncate_at_clip_end = False
     cfg.max_episode_length_s = _EVAL_EPISODE_S
     if kinematic_replay is not None:

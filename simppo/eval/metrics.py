@@ -7,10 +7,17 @@ body positions, as ProtoMotions computes them; m/s and m/s²), and the time and 
 
 Errors are taken over every MuJoCo body but the world body (``B = nbody - 1``, the motion library's body
 axis), robot bodies ``sim.xpos[:, 1:]`` against the reference ``ref.body_pos_w[:, 0]``, and averaged over
-the steps an env played (until its failure step, included, or its clip end). Terminations are recomputed
-here from the same quantities and thresholds as the env's kernel
-(:mod:`simppo.kernels.imitation.terminations`), because the evaluation env does not terminate on them
-(so that the failing state stays readable; see :func:`simppo.eval.loading.eval_env_cfg`).
+the steps an env played (until its failure step, included, or its clip end). The failure causes are the env's
+own: its termination kernel (:mod:`simppo.kernels.imitation.terminations`) flags every cause in
+``env.fail_bits``, and the evaluation env ends episodes only on unstable worlds (``terminations.end_causes``, see
+:func:`simppo.eval.loading.eval_env_cfg`), so the failing state stays readable. ``body_error`` (mean global body
+error above :data:`SUCCESS_MAX_BODY_ERROR_M`) is the evaluation's own criterion of failure.
+
+Three body errors, one definition each (metres; reported in mm as ``mpjpe_*``):
+- global MPJPE: mean over bodies of ``|p_robot - p_ref|`` in the world frame (:func:`body_position_errors`);
+- root-relative MPJPE: the same with both sets relative to their own root body, without rotation;
+- anchor-aligned body error: the reward's ``error/body_pos`` (tracked bodies, the reference moved onto the robot's
+  anchor and heading), as the reward kernel writes it in ``env.errors``.
 """
 
 from __future__ import annotations
@@ -21,10 +28,15 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from simppo.kernels.imitation.spec import CAUSE_BIT, ERROR_INDEX, TERMINATION_CAUSES
+
 SUCCESS_MAX_BODY_ERROR_M = 0.5
-# Failure causes, in the order they are reported when several fire at the same step.
-FAILURE_CAUSES = ("unstable", "anchor_height", "anchor_ori", "ee_height", "body_error")
-_CAUSE_BITS = torch.tensor([1 << i for i in range(len(FAILURE_CAUSES))], dtype=torch.int64)
+#: Failure causes: the env's terminations (bit i = ``spec.CAUSE_BIT``), then the evaluation's body error.
+FAILURE_CAUSES = (*TERMINATION_CAUSES, "body_error")
+_UNSTABLE = CAUSE_BIT["unstable"]
+_TRACKING_FAILURES = sum(CAUSE_BIT[c] for c in TERMINATION_CAUSES if c != "unstable")
+_BODY_ERROR = 1 << len(TERMINATION_CAUSES)
+_ANCHOR_BODY_POS = ERROR_INDEX["body_pos"]
 
 
 # ----------------------------------------------------------------------------- pure functions
@@ -41,22 +53,11 @@ def joint_angle_error(q: torch.Tensor, ref_q: torch.Tensor) -> torch.Tensor:
     return (q - ref_q).abs().mean(-1)
 
 
-def gravity_z(quat: torch.Tensor) -> torch.Tensor:
-    """z component of world gravity ``(0, 0, -1)`` rotated into the frame of ``quat [..., 4]`` (wxyz)."""
-    x, y = quat[..., 1], quat[..., 2]
-    return 2.0 * (x * x + y * y) - 1.0
-
-
-def termination_flags(anchor_pos: torch.Tensor, ref_anchor_pos: torch.Tensor, anchor_quat: torch.Tensor,
-                      ref_anchor_quat: torch.Tensor, ee_pos: torch.Tensor, ref_ee_pos: torch.Tensor,
-                      thresholds) -> torch.Tensor:
-    """The env's termination tests ``[N, 3]`` bool (anchor_height, anchor_ori, ee_height), as in
-    :mod:`simppo.kernels.imitation.terminations`. Anchors ``[N, 3]`` / ``[N, 4]``, end effectors
-    ``[N, E, 3]``; ``thresholds``: a :class:`~simppo.envs.imitation.config.TerminationCfg`."""
-    height = (ref_anchor_pos[:, 2] - anchor_pos[:, 2]).abs() > thresholds.anchor_height
-    ori = (gravity_z(ref_anchor_quat) - gravity_z(anchor_quat)).abs() > thresholds.anchor_ori
-    ee = ((ref_ee_pos[..., 2] - ee_pos[..., 2]).abs() > thresholds.ee_height).any(-1)
-    return torch.stack([height, ori, ee], dim=-1)
+def failure_mask(fail_bits: torch.Tensor, body_error: torch.Tensor) -> torch.Tensor:
+    """Bit masks ``[N]`` of :data:`FAILURE_CAUSES` from the env's ``fail_bits [N]`` (its termination causes)
+    and the global body error ``[N]`` (m): the evaluation's ``body_error`` above :data:`SUCCESS_MAX_BODY_ERROR_M`."""
+    bits = fail_bits.long() & (_TRACKING_FAILURES | _UNSTABLE)
+    return bits | torch.where(body_error > SUCCESS_MAX_BODY_ERROR_M, _BODY_ERROR, 0)
 
 
 def cause_names(mask: int) -> str:
@@ -80,10 +81,9 @@ class TrackingAccumulator:
         self.alive = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
         self.fail_step = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         self.fail_mask = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
-        self.sums = {k: torch.zeros(num_envs, **f32) for k in ("global", "local", "joint", "vel", "acc")}
+        self.sums = {k: torch.zeros(num_envs, **f32) for k in ("global", "local", "anchor", "joint", "vel", "acc")}
         self.counts = {k: torch.zeros(num_envs, **f32) for k in ("pos", "vel", "acc")}
         self.max_error = torch.zeros(num_envs, **f32)
-        self._bits = _CAUSE_BITS.to(self.device)
         self._prev: tuple[torch.Tensor, ...] | None = None
 
     def start(self, pos0: torch.Tensor, ref_pos0: torch.Tensor, num_steps: torch.Tensor) -> None:
@@ -102,18 +102,22 @@ class TrackingAccumulator:
         return self.alive & (self.step < self.num_steps)
 
     def update(self, pos: torch.Tensor, ref_pos: torch.Tensor, q: torch.Tensor, ref_q: torch.Tensor,
-               flags: torch.Tensor, unstable: torch.Tensor) -> None:
-        """One control step: body positions ``[N, B, 3]``, joint angles ``[N, J]``, the env's termination
-        tests ``flags [N, 3]`` (:func:`termination_flags`) and ``unstable [N]`` (the world was unstable and
-        the env reset it: this step's state is not used)."""
+               fail_bits: torch.Tensor, anchor_error: torch.Tensor | None = None) -> None:
+        """One control step: body positions ``[N, B, 3]``, joint angles ``[N, J]``, the env's ``fail_bits [N]``
+        (``spec.CAUSE_BIT`` of every end cause that held; an ``unstable`` world was reset by the env: this step's
+        state is not used) and the reward's anchor-aligned body error ``anchor_error [N]`` (m)."""
         self.step += 1
         valid = self.alive & (self.step <= self.num_steps)
+        fail_bits = fail_bits.long()
+        unstable = (fail_bits & _UNSTABLE) != 0
         measured = valid & ~unstable
         w = measured.float()
         glob, local = body_position_errors(pos, ref_pos)
         self.sums["global"] += w * glob
         self.sums["local"] += w * local
         self.sums["joint"] += w * joint_angle_error(q, ref_q)
+        if anchor_error is not None:
+            self.sums["anchor"] += w * anchor_error
         self.counts["pos"] += w
         self.max_error = torch.maximum(self.max_error, torch.where(measured, glob, torch.zeros_like(glob)))
         prev_pos, prev_ref, prev_vel, prev_ref_vel = self._prev
@@ -125,10 +129,9 @@ class TrackingAccumulator:
             self.sums["acc"] += w * (acc - ref_acc).norm(dim=-1).mean(-1)
             self.counts["acc"] += w
         self._prev = (pos.clone(), ref_pos.clone(), vel, ref_vel)
-        causes = torch.cat([unstable.unsqueeze(-1), flags & measured.unsqueeze(-1),
-                            (measured & (glob > SUCCESS_MAX_BODY_ERROR_M)).unsqueeze(-1)], dim=-1)
-        failed = valid & causes.any(-1)
-        self.fail_mask = torch.where(failed, (causes.long() * self._bits).sum(-1), self.fail_mask)
+        mask = torch.where(measured, failure_mask(fail_bits, glob), torch.where(unstable, _UNSTABLE, 0))
+        failed = valid & (mask != 0)
+        self.fail_mask = torch.where(failed, mask, self.fail_mask)
         self.fail_step = torch.where(failed, torch.full_like(self.fail_step, self.step), self.fail_step)
         self.alive &= ~failed
 
@@ -143,11 +146,11 @@ class TrackingAccumulator:
         survival = torch.where(failed, self.fail_step, self.num_steps)
         rows = torch.stack([(~failed).double(), survival.double(), self.fail_step.double(),
                             self.fail_mask.double(), mean("global", "pos").double(), mean("local", "pos").double(),
-                            mean("joint", "pos").double(), mean("vel", "vel").double(), mean("acc", "acc").double(),
-                            self.max_error.double()])
+                            mean("anchor", "pos").double(), mean("joint", "pos").double(),
+                            mean("vel", "vel").double(), mean("acc", "acc").double(), self.max_error.double()])
         host = rows.cpu().tolist()  # the one host transfer of a round
         keys = ("success", "survival_steps", "fail_step", "fail_mask", "mpjpe_global_m", "mpjpe_local_m",
-                "joint_rad", "vel_mps", "acc_mps2", "max_error_m")
+                "anchor_body_error_m", "joint_rad", "vel_mps", "acc_mps2", "max_error_m")
         out = dict(zip(keys, host, strict=True))
         for k in ("success",):
             out[k] = [bool(v) for v in out[k]]
@@ -168,6 +171,7 @@ class MotionResult:
     length_s: float
     mpjpe_global_mm: float
     mpjpe_local_mm: float
+    anchor_body_error_m: float  # the reward's anchor-aligned tracked-body error (error/body_pos)
     joint_angle_error_rad: float
     velocity_error_mps: float
     acceleration_error_mps2: float
@@ -200,19 +204,19 @@ def body_state(env) -> dict[str, torch.Tensor]:
         "pos": env.sim.xpos[:, 1:], "ref_pos": ref.body_pos_w[:, 0],
         "q": env.sim.qpos[:, j0:j0 + env.num_actions], "ref_q": ref.dof_pos[:, 0],
         "anchor_pos": env.sim.xpos[:, anchor], "ref_anchor_pos": ref.body_pos_w[:, 0, anchor - 1],
-        "anchor_quat": env.sim.xquat[:, anchor], "ref_anchor_quat": ref.body_quat_w[:, 0, anchor - 1],
         "ee_pos": env.sim.xpos[:, ee], "ref_ee_pos": ref.body_pos_w[:, 0, ee - 1],
+        "fail_bits": env.fail_bits, "anchor_error": env.errors[:, _ANCHOR_BODY_POS],
     }
 
 
 @torch.no_grad()
-def evaluate_motions(env, act: Callable, thresholds, motion_ids: list[int] | None = None,
+def evaluate_motions(env, act: Callable, motion_ids: list[int] | None = None,
                      progress: Callable[[int, int], None] | None = None, check_every: int = 25) -> list[MotionResult]:
     """Play every motion (or ``motion_ids``) from t = 0 with ``act(obs) -> actions`` (e.g.
     :meth:`PPOModel.act_inference`), ``env.num_envs`` motions at a time; returns one result per motion.
 
-    ``env``: a humanoid-imitation env built by :func:`simppo.eval.loading.make_eval_env` (no termination
-    thresholds, no truncation). ``progress(done, total)`` is called after each round.
+    ``env``: a humanoid-imitation env built by :func:`simppo.eval.loading.make_eval_env` (it flags every failure
+    cause and ends episodes only on unstable worlds). ``progress(done, total)`` is called after each round.
     """
     lib = env.motion_lib
     ids = list(range(lib.num_motions)) if motion_ids is None else list(motion_ids)
@@ -229,11 +233,9 @@ def evaluate_motions(env, act: Callable, thresholds, motion_ids: list[int] | Non
         s = body_state(env)
         acc.start(s["pos"], s["ref_pos"], torch.tensor(steps, dtype=torch.int64, device=env.device))
         for k in range(max(steps[:len(chunk)])):
-            obs, _, terminated, _, _ = env.step(act(obs))
+            obs, _, _, _, _ = env.step(act(obs))
             s = body_state(env)
-            flags = termination_flags(s["anchor_pos"], s["ref_anchor_pos"], s["anchor_quat"], s["ref_anchor_quat"],
-                                      s["ee_pos"], s["ref_ee_pos"], thresholds)
-            acc.update(s["pos"], s["ref_pos"], s["q"], s["ref_q"], flags, terminated)
+            acc.update(s["pos"], s["ref_pos"], s["q"], s["ref_q"], s["fail_bits"], s["anchor_error"])
             if check_every and (k + 1) % check_every == 0 and not bool(acc.playing[:len(chunk)].any()):
                 break  # every motion of the round has failed (an untrained policy): stop early
         out = acc.finish()
@@ -243,6 +245,7 @@ def evaluate_motions(env, act: Callable, thresholds, motion_ids: list[int] | Non
                 name=lib.motion_names[mid], motion_id=mid, success=out["success"][j],
                 survival_s=min(out["survival_steps"][j] * dt, lengths[mid]), length_s=lengths[mid],
                 mpjpe_global_mm=1000.0 * out["mpjpe_global_m"][j], mpjpe_local_mm=1000.0 * out["mpjpe_local_m"][j],
+                anchor_body_error_m=out["anchor_body_error_m"][j],
                 joint_angle_error_rad=out["joint_rad"][j], velocity_error_mps=out["vel_mps"][j],
                 acceleration_error_mps2=out["acc_mps2"][j], max_body_error_m=out["max_error_m"][j],
                 failure={"time_s": min(out["fail_step"][j] * dt, lengths[mid]),
@@ -283,6 +286,7 @@ def summarize(results: list[MotionResult]) -> dict:
         "mpjpe_global_mm_median": median("mpjpe_global_mm"),
         "mpjpe_local_mm": mean("mpjpe_local_mm"),
         "mpjpe_local_mm_median": median("mpjpe_local_mm"),
+        "anchor_body_error_m": mean("anchor_body_error_m"),
         "joint_angle_error_rad": mean("joint_angle_error_rad"),
         "velocity_error_mps": mean("velocity_error_mps"),
         "acceleration_error_mps2": mean("acceleration_error_mps2"),

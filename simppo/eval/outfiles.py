@@ -19,6 +19,8 @@ def temp_output(path: str | Path) -> Iterator[str]:
     os.close(fd)
     try:
         yield tmp
+        with open(tmp, "rb") as written:  # durable before it replaces anything, as utils.files.atomic_write
+            os.fsync(written.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

@@ -25,7 +25,6 @@ class PeriodicEvaluator:
 
         num_motions = MotionIndex.from_sources(cfg.motion.resolved_files()).num_motions
         self.env = build_eval_env(cfg, max(1, min(max_envs, num_motions)), device)
-        self.thresholds = cfg.env.terminations
         self.max_logged_motions = max_logged_motions
 
     def __call__(self, model) -> dict[str, float]:
@@ -34,7 +33,7 @@ class PeriodicEvaluator:
         rng = torch.get_rng_state()  # the evaluation must not change the training's random stream
         cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         try:
-            results = evaluate_motions(self.env, model.act_inference, self.thresholds)
+            results = evaluate_motions(self.env, model.act_inference)
         finally:
             torch.set_rng_state(rng)
             if cuda_rng is not None:

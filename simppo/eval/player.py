@@ -14,14 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from simppo.eval.metrics import (
-    FAILURE_CAUSES,
-    SUCCESS_MAX_BODY_ERROR_M,
-    body_position_errors,
-    body_state,
-    cause_names,
-    termination_flags,
-)
+from simppo.eval.metrics import body_position_errors, body_state, cause_names, failure_mask
 
 SLOW_MOTION = 0.25  # playback speed factor of slow motion
 
@@ -48,10 +41,10 @@ class Frame:
 class Player:
     """Plays motion ``motion_id`` of ``env`` (one env) with ``act(obs) -> actions``; loops at the clip end."""
 
-    def __init__(self, env, act: Callable, thresholds, motion_id: int = 0):
+    def __init__(self, env, act: Callable, motion_id: int = 0):
         if env.num_envs != 1:
             raise ValueError(f"Player needs a one-env env, got num_envs={env.num_envs}")
-        self.env, self.act, self.thresholds = env, act, thresholds
+        self.env, self.act = env, act
         self.motion_names = list(env.motion_lib.motion_names)
         self.lengths = env.motion_lib.motion_lengths.cpu().tolist()
         self.paused = False
@@ -107,9 +100,7 @@ class Player:
             return self.frame
         if self.frame.time_s >= self.lengths[self.motion_id] - 1e-6:
             return self.reset()
-        self.obs, _, terminated, _, _ = self.env.step(self.act(self.obs))
-        if bool(terminated[0]) and self.failure is None:  # only unstable worlds end in the eval env
-            self.failure = f"unstable @ {float(self.env.times[0]):.2f} s"
+        self.obs, _, _, _, _ = self.env.step(self.act(self.obs))
         self.frame = self._snapshot()
         return self.frame
 
@@ -119,12 +110,8 @@ class Player:
         glob, _ = body_position_errors(s["pos"][:1], s["ref_pos"][:1])
         err = float(glob[0])
         t = float(env.times[0])
-        if self.failure is None:
-            flags = termination_flags(s["anchor_pos"][:1], s["ref_anchor_pos"][:1], s["anchor_quat"][:1],
-                                      s["ref_anchor_quat"][:1], s["ee_pos"][:1], s["ref_ee_pos"][:1],
-                                      self.thresholds)[0].tolist()
-            mask = sum(1 << (i + 1) for i, f in enumerate(flags) if f)
-            mask |= (err > SUCCESS_MAX_BODY_ERROR_M) << (len(FAILURE_CAUSES) - 1)
+        if self.failure is None:  # the env's failure flags of this step, and the evaluation's body error
+            mask = int(failure_mask(s["fail_bits"][:1], glob)[0])
             if mask:
                 self.failure = f"{cause_names(mask)} @ {t:.2f} s"
         return Frame(

@@ -30,8 +30,7 @@ class TrainingVideo:
 
         env = build_eval_env(self.cfg, 1, self.device)
         self._model = model
-        self._player = Player(env, lambda obs: self._model.act_inference(obs), self.cfg.env.terminations,
-                              self.motion_id)
+        self._player = Player(env, lambda obs: self._model.act_inference(obs), self.motion_id)
         self._renderer = FrameRenderer(env.sim.mj_model, self.video, root_body=int(env.sim.robot.root_body_id))
 
     def __call__(self, runner) -> dict | None:

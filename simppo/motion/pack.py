@@ -214,7 +214,7 @@ def _read_text(path: Path) -> str:
         raise MotionPackError(path, 0, 0, f"unreadable ({e.strerror or e})") from None
 
 
-def _is_number(tok: str) -> bool:
+def _parses_as_float(tok: str) -> bool:
     try:
         float(tok)
     except ValueError:
@@ -226,7 +226,7 @@ def _looks_like_header(line: str) -> bool:
     """A first line is a header when most of its fields are not numbers (one malformed number in a data
     row does not make it a header: that row is read, and reported)."""
     toks = line.split(",")
-    return sum(_is_number(t) for t in toks) * 2 < len(toks)
+    return sum(_parses_as_float(t) for t in toks) * 2 < len(toks)
 
 
 def _read_csv(path: Path, ncols: int) -> tuple[np.ndarray, np.ndarray]:

@@ -113,7 +113,6 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
             load_checkpoint(run_dir / "last.ckpt")
             reads["n"] += 1
 
-    kills_in_write = 0
     for i, during_write in enumerate([True, False, True, False]):
         resume = (run_dir / "last.ckpt").is_file()
         expected = checkpoints_readable(run_dir).get("last.ckpt", 0)
@@ -125,7 +124,6 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
                 t.wait_for("CKPT-WRITE-END", on_wait=racing_reader)
             t.wait_for("CKPT-WRITE-BEGIN", on_wait=racing_reader)
             time.sleep(rng.uniform(0.05, 0.8) * WRITE_DELAY_S)  # half the bytes are in the temp file
-            kills_in_write += 1
         else:
             end = time.monotonic() + rng.uniform(0.2, 2.0)
             while time.monotonic() < end:
@@ -145,5 +143,5 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     final = load_checkpoint(run_dir / "last.ckpt")
     assert final["epoch"] == last + 2 and final["step_count"] == (last + 2) * 8 * 4
     assert not list(run_dir.glob(".*.tmp")), "temp files of the killed writes are cleaned up on resume"
-    assert kills_in_write == 2 and reads["n"] > 0
+    assert reads["n"] > 0  # the racing reader did read checkpoints while they were being replaced
 

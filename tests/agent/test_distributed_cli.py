@@ -86,15 +86,12 @@ def test_killing_one_rank_stops_the_other_with_a_clear_error(tmp_path, killed):
         ranks[0].wait_for("epoch 2/", deadline)  # training runs, checkpoints are being written
         ranks[killed].proc.send_signal(signal.SIGKILL)
         survivor = ranks[1 - killed].proc
-        t0 = time.monotonic()
         code = survivor.wait(timeout=15)  # gloo sees the closed connection at once; dist_timeout_s=10 bounds it
-        elapsed = time.monotonic() - t0
         stderr = survivor.stderr.read()
     finally:
         for r in ranks:
             r.proc.kill()
     assert code == 1, stderr
-    assert elapsed < 15
     lines = [x for x in stderr.splitlines() if x.startswith("simppo-train: error:")]
     assert len(lines) == 1, stderr
     assert lines[0].startswith(f"simppo-train: error: rank {1 - killed}/2: lost contact with another rank at epoch ")

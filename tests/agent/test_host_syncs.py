@@ -44,3 +44,14 @@ def test_sync_counter_detects_syncs(monkeypatch):
         bool(t[0])
         t.tolist()
     assert counter.counts["item"] == 1 and counter.counts["__bool__"] == 1 and counter.counts["tolist"] == 1
+
+
+def test_the_counter_sees_every_kind_of_host_read(monkeypatch):
+    from tests.helpers import SyncCounter
+
+    t, mask = torch.arange(4.0), torch.tensor([True, False, True, False])
+    with SyncCounter(monkeypatch) as c:
+        float(t[0]), int(t[1]), bool(t[2] > 0), t.nonzero(), t[mask], t.sum().item(), t.tolist()
+    assert c.counts["__float__"] == 1 and c.counts["__int__"] == 1 and c.counts["nonzero"] == 1
+    assert c.counts["mask_index"] == 1 and c.counts["item"] == 1 and c.counts["tolist"] == 1
+    assert c.counts["__bool__"] >= 1

@@ -42,11 +42,10 @@ import pytest
 
 from simppo.envs import make_env
 from simppo.eval.metrics import clip_steps
-from simppo.eval.tracking import play_from_start
 from simppo.motion.pack import pack_motions
 from simppo.paths import MOTIONS_DIR
 from simppo.utils.device import resolve_device
-from tests.helpers import train_setup
+from tests.helpers import play_from_start, train_setup
 
 DEVICE = resolve_device(os.environ.get("SIMPPO_SLOW_DEVICE", "auto"))
 # 150 PPO iterations of 4096 envs on a GPU; 3 M samples (489 iterations of 256 envs, ~17 min) on 2 CPU cores

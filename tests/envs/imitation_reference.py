@@ -266,10 +266,10 @@ def terminations(errs: dict, unstable: torch.Tensor, motion_ids: torch.Tensor, t
     return failed, ~failed & (clip_end | timeout)
 
 
-def end_causes(errs: dict, unstable: torch.Tensor, truncated_clip_end: torch.Tensor, timeout: torch.Tensor,
-               cfg) -> list[str | None]:
-    """Per env, the first condition that ended it: terminations in spec order, then truncations."""
-    conditions = [
+def end_conditions(errs: dict, unstable: torch.Tensor, truncated_clip_end: torch.Tensor, timeout: torch.Tensor,
+                   cfg) -> list[tuple[str, torch.Tensor]]:
+    """Every end cause in spec order (terminations, then truncations) with where it holds (bool ``[N]``)."""
+    return [
         ("anchor_height", errs["anchor_height"] > cfg.anchor_height),
         ("anchor_ori", errs["anchor_ori"] > cfg.anchor_ori),
         ("ee_height", (errs["ee_height"] > cfg.ee_height).any(-1)),
@@ -277,7 +277,21 @@ def end_causes(errs: dict, unstable: torch.Tensor, truncated_clip_end: torch.Ten
         ("clip_end", truncated_clip_end),
         ("timeout", timeout),
     ]
+
+
+def end_causes(errs: dict, unstable: torch.Tensor, truncated_clip_end: torch.Tensor, timeout: torch.Tensor,
+               cfg, ending: tuple[str, ...] | None = None) -> list[str | None]:
+    """Per env, the first condition (of those in ``ending``; all by default) that ended it."""
+    conditions = [(name, fired) for name, fired in end_conditions(errs, unstable, truncated_clip_end, timeout, cfg)
+                  if ending is None or name in ending]
     return [next((name for name, fired in conditions if fired[i]), None) for i in range(unstable.shape[0])]
+
+
+def fail_bits(errs: dict, unstable: torch.Tensor, truncated_clip_end: torch.Tensor, timeout: torch.Tensor,
+              cfg) -> list[int]:
+    """Per env, the bit (``1 << spec index``) of every end cause that holds."""
+    conditions = end_conditions(errs, unstable, truncated_clip_end, timeout, cfg)
+    return [sum(1 << k for k, (_, fired) in enumerate(conditions) if fired[i]) for i in range(unstable.shape[0])]
 
 
 # ------------------------------------------------------------------ resets and actions

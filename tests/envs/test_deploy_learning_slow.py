@@ -30,11 +30,10 @@ from simppo.agent.runner import Runner
 from simppo.envs import make_env
 from simppo.envs.imitation.config import DeployRandomizationCfg, RandomizationCfg
 from simppo.eval.metrics import clip_steps
-from simppo.eval.tracking import play_from_start
 from simppo.motion.pack import pack_motions
 from simppo.paths import MOTIONS_DIR
 from simppo.utils.device import resolve_device
-from tests.helpers import train_setup
+from tests.helpers import play_from_start, train_setup
 
 TRAIN_SECONDS = float(os.environ.get("SIMPPO_SLOW_TRAIN_SECONDS", 15 * 60))
 DEVICE = resolve_device(os.environ.get("SIMPPO_SLOW_DEVICE", "auto"))

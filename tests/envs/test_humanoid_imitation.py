@@ -38,8 +38,9 @@ def test_reset_puts_simulator_bodies_on_the_reference(env):
 def test_observation_layout_slices_cover_the_buffer(env):
     slices = env.obs_slices
     assert slices["gravity_b"] == slice(0, 3)
-    assert max(s.stop for s in slices.values()) == env.full_dim
-    assert sum(s.stop - s.start for s in slices.values()) == env.full_dim
+    ordered = sorted(slices.values(), key=lambda s: s.start)  # contiguous: no gap, no overlap, the whole row
+    assert ordered[0].start == 0 and ordered[-1].stop == env.full_dim
+    assert all(a.stop == b.start and a.start < a.stop for a, b in zip(ordered, ordered[1:], strict=False))
     assert slices["ref_anchor_lin_vel"].start == env.actor_dim
     obs = env.get_observations()
     assert obs["obs"].shape == (env.num_envs, env.actor_dim)

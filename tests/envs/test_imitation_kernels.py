@@ -15,8 +15,9 @@ from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
 from simppo.envs.imitation.config import DeployRandomizationCfg
 from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
 from simppo.kernels.imitation.actions import apply_actions
-from simppo.kernels.imitation.spec import CAUSE_CODE, ERROR_NAMES, TRACKING_NAMES
+from simppo.kernels.imitation.spec import CAUSE_CODE, ERROR_NAMES, TRACKING_NAMES, cause_mask
 from simppo.kernels.imitation.spec import REWARD_NAMES as REWARD_TERMS
+from simppo.kernels.imitation.terminations import compute_terminations
 from tests.envs import imitation_reference as R
 
 ATOL = 1e-5  # absolute; relative (float32 sums such as action_rate ~ 50) where |value| > 1
@@ -233,6 +234,10 @@ def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
     causes = R.end_causes(errs, env.sim.unstable, clip_end, timeout, tcfg)
     want_codes = [0 if c is None else CAUSE_CODE[c] for c in causes]
     assert env.term_cause.cpu().tolist() == want_codes, (env.term_cause, causes)
+    # every cause that holds is flagged, whether or not it ends the episode
+    want_bits = R.fail_bits(errs, env.sim.unstable, clip_end, timeout, tcfg)
+    assert env.fail_bits.cpu().tolist() == want_bits
+    assert len({b for b in want_bits if b & (b - 1)}) > 0  # some envs hold several causes at once
 
     # each role triggers what it was built for, and only that
     only = {
@@ -251,6 +256,16 @@ def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
         assert bool(env.terminated[i]) == v, i
     for i, v in expect_trunc.items():
         assert bool(env.truncated[i]) == v, i
+    # only the causes in terminations.end_causes end an episode (the evaluation env's setting); the flags stay
+    ending = ("unstable", "timeout")
+    monkeypatch.setattr(env.params, "ending_causes", cause_mask(ending))
+    compute_terminations(env.sim.state, env.ref_wp, env.params, env.buf)
+    assert env.fail_bits.cpu().tolist() == want_bits
+    causes = R.end_causes(errs, env.sim.unstable, clip_end, timeout, tcfg, ending)
+    assert env.term_cause.cpu().tolist() == [0 if c is None else CAUSE_CODE[c] for c in causes]
+    assert env.terminated.cpu().tolist() == [c == "unstable" for c in causes]
+    assert env.truncated.cpu().tolist() == [c == "timeout" for c in causes]
+    assert "unstable" in causes and None in causes
 
 
 def test_reference_state_reset_partial_mask(env):

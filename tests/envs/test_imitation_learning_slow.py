@@ -33,10 +33,9 @@ from simppo.envs import make_env
 from simppo.eval.loading import build_eval_env
 from simppo.eval.metrics import clip_steps, evaluate_motions
 from simppo.eval.periodic import PeriodicEvaluator
-from simppo.eval.tracking import play_from_start
 from simppo.motion.pack import pack_motions
 from simppo.paths import MOTIONS_DIR
-from tests.helpers import train_setup
+from tests.helpers import play_from_start, train_setup
 
 TRAIN_SECONDS = float(os.environ.get("SIMPPO_SLOW_TRAIN_SECONDS", 15 * 60))
 COPIES = 4  # deterministic plays per clip
@@ -83,7 +82,7 @@ def train_and_play(tmp_path, clips: list[str]) -> dict[str, dict]:
     play_env = make_env(cfg.env, COPIES, device="cpu", seed=1, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
                         motion_cfg=cfg.motion)
     mpjpe = {r.name: r.mpjpe_global_mm for r in evaluate_motions(
-        build_eval_env(cfg, len(clips), "cpu"), agent.model.act_inference, cfg.env.terminations)}
+        build_eval_env(cfg, len(clips), "cpu"), agent.model.act_inference)}
     out = {}
     for i, name in enumerate(clips):
         length = float(play_env.motion_lib.motion_lengths[i])

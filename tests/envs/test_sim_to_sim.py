@@ -46,15 +46,18 @@ def mujoco_run(mjwarp_run, tmp_path_factory) -> Path:
 
 def test_export_writes_the_deploy_layout(mjwarp_run, tmp_path):
     from simppo.cli.export import main as export_main
+    from simppo.eval.loading import load_train_config
 
     assert export_main([f"checkpoint={mjwarp_run / 'last.ckpt'}", f"out={tmp_path / 'policy'}"]) == 0
     meta = json.loads((tmp_path / "policy" / "policy.json").read_text())
     obs = meta["observation"]
     assert obs["set"] == "deploy" and meta["training"] == {"randomization": "deploy", "obs_noise": True}
     assert [t["name"] for t in obs["layout"]] == DEPLOY_LAYOUT
-    want = spec.actor_obs_slices(29, 14, [1, 2, 4, 8], "deploy")
+    cfg = load_train_config(mjwarp_run / "config.yaml")  # the run's robot and future frames, as the spec sizes them
+    joints, tracked, future = len(cfg.robot.joint_names), len(cfg.robot.tracked_bodies), list(cfg.env.future_steps)
+    want = spec.actor_obs_slices(joints, tracked, future, "deploy")
     assert {t["name"]: slice(t["start"], t["stop"]) for t in obs["layout"]} == want
-    assert obs["dim"] == obs["layout"][-1]["stop"] == 2 * 3 + 3 * 29 + 4 * (3 + 6 + 29 + 14 * 3)  # 413
+    assert obs["dim"] == obs["layout"][-1]["stop"] == spec.obs_dims(joints, tracked, future, True, "deploy")[0]
     assert not any(t["name"].endswith(("lin_vel_b", "_anchor_pos")) and "ref_" not in t["name"]
                    for t in obs["layout"])  # no root linear velocity, no world position
     assert "ref_anchor_pos" in obs["conventions"]
@@ -77,5 +80,7 @@ def test_sim_to_sim_eval_runs_both_ways(trained, played, mjwarp_run, mujoco_run,
     assert clean["trained_sim"] == trained
     assert (clean["randomization"], clean["obs_noise"]) == ("none", False)
     assert (noisy["randomization"], noisy["obs_noise"]) == ("deploy", True)
-    assert set(clean["summary"]) == set(noisy["summary"]) and len(clean["motions"]) == len(noisy["motions"]) == 6
-    assert clean["motions"][0].keys() == noisy["motions"][0].keys()
+    assert [m["name"] for m in clean["motions"]] == [m["name"] for m in noisy["motions"]] and len(clean["motions"]) == 6
+    # the randomized, noisy play is another play: the errors differ, motion by motion
+    assert any(a["mpjpe_global_mm"] != b["mpjpe_global_mm"] for a, b in zip(clean["motions"], noisy["motions"],
+                                                                           strict=True))

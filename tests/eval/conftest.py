@@ -41,5 +41,5 @@ def player(loaded_run):
 
     env = make_eval_env(loaded_run, 1, "cpu")
     model = build_model(loaded_run)
-    yield Player(env, model.act_inference, loaded_run.cfg.env.terminations)
+    yield Player(env, model.act_inference)
     env.close()

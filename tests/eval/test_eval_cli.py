@@ -27,7 +27,7 @@ def test_kinematic_replay_gives_zero_mpjpe_and_full_success(loaded_run):
 
     env = make_eval_env(loaded_run, 4, "cpu", kinematic_replay=True)  # 6 motions: two rounds
     zeros = torch.zeros(4, env.num_actions)
-    results = evaluate_motions(env, lambda obs: zeros, loaded_run.cfg.env.terminations)
+    results = evaluate_motions(env, lambda obs: zeros)
     env.close()
     assert [r.name for r in results] == list(env.motion_lib.motion_names)
     assert all(r.success for r in results)
@@ -66,8 +66,8 @@ def test_outputs_json_csv_chart(eval_out, run_dir):
 
 
 def test_failed_manifest_round_trips_through_simppo_pack(eval_out, loaded_run, tmp_path):
+    from simppo.cli.pack import main as pack_main
     from simppo.motion.motion_lib import MotionLib
-    from simppo.motion.pack_cli import main as pack_main
 
     manifest = eval_out / "failed_motions.yaml"
     doc = yaml.safe_load(manifest.read_text())

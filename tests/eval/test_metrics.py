@@ -4,33 +4,18 @@ import numpy as np
 import pytest
 import torch
 
-from simppo.envs.imitation.config import TerminationCfg
 from simppo.eval.metrics import (
     FAILURE_CAUSES,
     TrackingAccumulator,
     body_position_errors,
     cause_names,
     clip_steps,
-    gravity_z,
     joint_angle_error,
     summarize,
-    termination_flags,
 )
+from simppo.kernels.imitation.spec import CAUSE_BIT
 
 DT = 0.02
-
-
-def np_quat_rotate_inv(q, v):
-    w, x, y, z = q
-    r = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                  [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                  [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-    return r.T @ v
-
-
-def random_quats(rng, n):
-    q = rng.normal(size=(n, 4))
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
 
 
 def test_body_and_joint_errors_match_numpy():
@@ -44,26 +29,6 @@ def test_body_and_joint_errors_match_numpy():
     np.testing.assert_allclose(joint_angle_error(torch.tensor(q), torch.tensor(rq)).numpy(), np.abs(q - rq).mean(-1))
 
 
-def test_termination_flags_match_the_kernel_formulas():
-    rng = np.random.default_rng(1)
-    n, e = 64, 4
-    th = TerminationCfg(anchor_height=0.25, anchor_ori=0.8, ee_height=0.25)
-    a_pos, r_pos = rng.normal(size=(n, 3)) * 0.3, rng.normal(size=(n, 3)) * 0.3
-    a_q, r_q = random_quats(rng, n), random_quats(rng, n)
-    ee, r_ee = rng.normal(size=(n, e, 3)) * 0.2, rng.normal(size=(n, e, 3)) * 0.2
-    g = np.array([0.0, 0.0, -1.0])
-    expect = np.zeros((n, 3), bool)
-    for i in range(n):
-        expect[i, 0] = abs(r_pos[i, 2] - a_pos[i, 2]) > th.anchor_height
-        expect[i, 1] = abs(np_quat_rotate_inv(r_q[i], g)[2] - np_quat_rotate_inv(a_q[i], g)[2]) > th.anchor_ori
-        expect[i, 2] = any(abs(r_ee[i, k, 2] - ee[i, k, 2]) > th.ee_height for k in range(e))
-    got = termination_flags(*(torch.tensor(x) for x in (a_pos, r_pos, a_q, r_q, ee, r_ee)), th).numpy()
-    np.testing.assert_array_equal(got, expect)
-    assert expect.any(0).all() and (~expect).any(0).all()  # both outcomes of every test occur
-    np.testing.assert_allclose(gravity_z(torch.tensor(a_q)).numpy(),
-                               [np_quat_rotate_inv(q, g)[2] for q in a_q], atol=1e-12)
-
-
 def reference_trajectory(steps: int, bodies: int = 6, seed: int = 0) -> np.ndarray:
     """Smooth body positions ``[steps + 1, bodies, 3]`` (t = 0 first)."""
     rng = np.random.default_rng(seed)
@@ -73,17 +38,16 @@ def reference_trajectory(steps: int, bodies: int = 6, seed: int = 0) -> np.ndarr
 
 
 def run_accumulator(robot: np.ndarray, ref: np.ndarray, num_steps: list[int], q=None, ref_q=None,
-                    flags=None, unstable=None) -> dict:
-    """``robot`` / ``ref [T + 1, N, B, 3]`` → ``TrackingAccumulator.finish()``."""
+                    fail_bits=None) -> dict:
+    """``robot`` / ``ref [T + 1, N, B, 3]`` and the env's ``fail_bits [T + 1, N]`` → the accumulator's ``finish()``."""
     steps, n = robot.shape[0] - 1, robot.shape[1]
     acc = TrackingAccumulator(n, "cpu", DT)
     acc.start(torch.tensor(robot[0]), torch.tensor(ref[0]), torch.tensor(num_steps))
     q = np.zeros((steps + 1, n, 3)) if q is None else q
     ref_q = np.zeros_like(q) if ref_q is None else ref_q
     for k in range(1, steps + 1):
-        f = torch.zeros(n, 3, dtype=torch.bool) if flags is None else torch.tensor(flags[k])
-        u = torch.zeros(n, dtype=torch.bool) if unstable is None else torch.tensor(unstable[k])
-        acc.update(torch.tensor(robot[k]), torch.tensor(ref[k]), torch.tensor(q[k]), torch.tensor(ref_q[k]), f, u)
+        bits = torch.zeros(n, dtype=torch.int32) if fail_bits is None else torch.tensor(fail_bits[k])
+        acc.update(torch.tensor(robot[k]), torch.tensor(ref[k]), torch.tensor(q[k]), torch.tensor(ref_q[k]), bits)
     return acc.finish()
 
 
@@ -129,17 +93,17 @@ def test_errors_velocities_and_failure_match_numpy():
 def test_termination_and_unstable_causes_are_reported_in_order():
     steps, n = 20, 3
     ref = np.stack([reference_trajectory(steps, seed=s) for s in range(n)], axis=1)
-    flags = np.zeros((steps + 1, n, 3), bool)
-    unstable = np.zeros((steps + 1, n), bool)
-    flags[7, 0, 0] = flags[7, 0, 2] = True  # env 0: anchor height + end effector at step 7
-    flags[12, 0, 1] = True  # after the failure: ignored
-    unstable[4, 1] = True  # env 2 stays fine; env 1 blows up at step 4
-    out = run_accumulator(ref.copy(), ref, [steps] * n, flags=flags, unstable=unstable)
+    bits = np.zeros((steps + 1, n), np.int32)
+    bits[7, 0] = CAUSE_BIT["anchor_height"] | CAUSE_BIT["ee_height"]  # env 0: anchor height + end effector
+    bits[12, 0] = CAUSE_BIT["anchor_ori"]  # after the failure: ignored
+    bits[4, 1] = CAUSE_BIT["unstable"] | CAUSE_BIT["anchor_ori"]  # env 1 blows up at step 4: its state is not read
+    bits[9, 2] = CAUSE_BIT["clip_end"] | CAUSE_BIT["timeout"]  # env 2: time-outs are no failures
+    out = run_accumulator(ref.copy(), ref, [steps] * n, fail_bits=bits)
     assert out["success"] == [False, False, True]
     assert out["fail_step"][:2] == [7, 4]
     assert cause_names(out["fail_mask"][0]) == "anchor_height+ee_height"
     assert cause_names(out["fail_mask"][1]) == "unstable"
-    assert FAILURE_CAUSES[0] == "unstable"
+    assert FAILURE_CAUSES == ("anchor_height", "anchor_ori", "ee_height", "unstable", "body_error")
 
 
 def test_steps_after_the_clip_end_do_not_count():
@@ -156,7 +120,7 @@ def test_summary_and_clip_steps():
     from simppo.eval.metrics import MotionResult
 
     def result(name, ok, err, surv=2.0):
-        return MotionResult(name, 0, ok, surv, 2.0, err, err / 2, 0.1, 0.2, 0.3, err / 1000,
+        return MotionResult(name, 0, ok, surv, 2.0, err, err / 2, err / 3000, 0.1, 0.2, 0.3, err / 1000,
                             None if ok else {"time_s": surv, "cause": "anchor_height+ee_height"})
 
     s = summarize([result("a", True, 10.0), result("b", False, 30.0, 1.0), result("c", True, 20.0)])

@@ -102,7 +102,7 @@ def use_tiny_robot(monkeypatch) -> None:
 
 def pack_cli_error(capsys, args: list[str]) -> str:
     """Run simppo-pack expecting exit 2 and exactly one stderr line; returns the message after the prefix."""
-    from simppo.motion.pack_cli import main
+    from simppo.cli.pack import main
 
     rc = main(args)
     err = capsys.readouterr().err.strip()

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 import simppo
+from simppo.cli.pack import main
 from simppo.motion import MotionIndex, MotionLib
 from simppo.motion import pack as pack_mod
 from simppo.motion.format import ShardFormatError, read_header
 from simppo.motion.pack import pack_motions
-from simppo.motion.pack_cli import main
 from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
 from tests.motion.test_motion_validation import rewrite_shard
 

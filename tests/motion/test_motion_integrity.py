@@ -8,10 +8,10 @@ import zlib
 import numpy as np
 import pytest
 
+from simppo.cli.pack import main
 from simppo.motion import MotionLib
 from simppo.motion.format import ShardFormatError, read_header
 from simppo.motion.pack import pack_motions
-from simppo.motion.pack_cli import main
 from simppo.paths import MOTIONS_DIR
 from tests.motion.motion_testutil import pack_cli_error, tiny_clip, tiny_robot, use_tiny_robot, write_csv
 from tests.motion.test_motion_validation import rewrite_shard

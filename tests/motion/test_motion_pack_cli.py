@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import simppo.motion.format as fmt
+from simppo.cli.pack import main
 from simppo.motion import MotionLib
 from simppo.motion import pack as pack_mod
-from simppo.motion.pack_cli import main
 from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
 
 

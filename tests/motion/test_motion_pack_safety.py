@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from simppo.motion.pack_cli import main
+from simppo.cli.pack import main
 from simppo.paths import MOTIONS_DIR
 from tests.motion.motion_testutil import pack_cli_error, tiny_clip, use_tiny_robot, write_csv
 
@@ -102,7 +102,7 @@ def test_sigterm_during_a_pack_leaves_nothing(tmp_path):
     for i in range(400):
         os.link(MOTIONS_DIR / "walk.csv", src / f"walk{i:03d}.csv")
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "simppo.motion.pack_cli", str(src), "--robot", "g1", "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "simppo.cli.pack", str(src), "--robot", "g1", "--out",
                              str(out)], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(p.name.startswith(".out.tmp-") for p in tmp_path.iterdir()):

@@ -23,7 +23,7 @@ SNIPPETS = {
                             "from simppo.sim.config import SimCfg\n"
                             "e = make_env(HumanoidImitationEnvCfg(), 2, 'cpu', 0, sim_cfg=SimCfg(name='mujoco'))\n"
                             "e.reset(); e.step(torch.zeros(2, e.num_actions)); print('ok')",
-    "simppo-pack": "from simppo.motion.pack_cli import main\n"
+    "simppo-pack": "from simppo.cli.pack import main\n"
                    f"rc = main([{str(MOTIONS_DIR / 'walk.csv')!r}, '--out', OUT, '-q'])\n"
                    "print('ok' if rc == 0 else rc)",
 }

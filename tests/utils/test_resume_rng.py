@@ -38,10 +38,7 @@ def test_rng_states_stay_cpu_byte_tensors_and_the_rest_moves(saved):
     assert rng.device.type == "cpu" and rng.dtype == torch.uint8
     assert all(t.device.type == "cpu" and t.dtype == torch.uint8 for t in state["rng"]["cuda"])
     assert all(t.device.type == "meta" for t in state["model"].values())
-    expected = torch.load(saved[1], weights_only=True)["rng"]["torch"]
-    torch.manual_seed(123)
-    torch.set_rng_state(rng)  # what PPO.load_parameters does
-    assert torch.equal(torch.get_rng_state(), expected)
+    assert torch.equal(rng, torch.load(saved[1], weights_only=True)["rng"]["torch"])  # not moved, not changed
 
 
 def test_runner_load_restores_the_rng(saved):

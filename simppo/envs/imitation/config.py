@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from simppo.envs.imitation.sampler import AdaptiveSamplingCfg
+from simppo.kernels.imitation.spec import END_CAUSES
 
 
 @dataclass
@@ -38,6 +39,8 @@ class TerminationCfg:
     anchor_height: float = 0.25  # |ref - robot| anchor height (m)
     anchor_ori: float = 0.8  # |ref - robot| z component of gravity in the anchor frame
     ee_height: float = 0.25  # |ref - robot| height of any end effector (m)
+    # the causes (spec.END_CAUSES) that end an episode; the env flags every cause in fail_bits either way
+    end_causes: list[str] = field(default_factory=lambda: list(END_CAUSES))
 
 
 @dataclass

@@ -93,6 +93,7 @@ class HumanoidImitationEnv(VecEnv):
         self._cause_onehot = torch.zeros(n, ncauses, **boolean)
         self.errors = torch.zeros(n, len(spec.ERROR_NAMES), **f32)
         self.term_cause = torch.zeros(n, **i32)
+        self.fail_bits = torch.zeros(n, **i32)  # spec.CAUSE_BIT of every end cause that holds this step
         self._error_sum = torch.zeros(len(spec.ERROR_NAMES), **f32)
         self._error_count = 0  # host counter of env-steps folded into _error_sum
         self.terminated = torch.zeros(n, **boolean)
@@ -199,12 +200,13 @@ class HumanoidImitationEnv(VecEnv):
         t = cfg.terminations
         p.anchor_height, p.anchor_ori, p.ee_height = float(t.anchor_height), float(t.anchor_ori), float(t.ee_height)
         p.max_episode_steps, p.truncate_at_clip_end = self.max_episode_steps, int(cfg.truncate_at_clip_end)
+        p.ending_causes = spec.cause_mask(t.end_causes)
         return p
 
     def _bind_buffers(self) -> ImitationBuffers:
         b = ImitationBuffers()
         for name in ("policy_actions", "actions", "prev_actions", "motion_ids", "times", "episode_length", "reward",
-                     "reward_raw", "reward_terms", "episode_sums", "errors", "term_cause", "qpos_target",
+                     "reward_raw", "reward_terms", "episode_sums", "errors", "term_cause", "fail_bits", "qpos_target",
                      "qvel_target", "default_joint_pos", "action_history", "action_delay"):
             setattr(b, name, warp_view(getattr(self, name)))
         b.terminated, b.truncated = warp_view(self.terminated, wp.bool), warp_view(self.truncated, wp.bool)
@@ -340,8 +342,8 @@ class HumanoidImitationEnv(VecEnv):
         for key in ("motion_ids", "times", "episode_length", "actions", "prev_actions", "episode_sums"):
             getattr(self, key).copy_(state[key])
         self.sampler.load_state_dict(state["sampler"])
-        for key in ("action_history", "default_joint_pos", "action_delay", "noise_rng"):  # absent before issue 16
-            if key in state:
+        for key in ("action_history", "default_joint_pos", "action_delay", "noise_rng"):
+            if key in state:  # env states written before domain randomization lack them: the defaults stay
                 getattr(self, key).copy_(state[key])
 
     def close(self) -> None:

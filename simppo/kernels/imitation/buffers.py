@@ -41,6 +41,7 @@ class ImitationParams:
     ee_height: float
     max_episode_steps: int
     truncate_at_clip_end: int
+    ending_causes: int  # spec.CAUSE_BIT of the causes that end an episode
 
 
 @wp.struct
@@ -50,7 +51,9 @@ class ImitationBuffers:
     ``reward_raw [N, T]`` each term's raw value (tracking: the squared error, penalty: the value);
     ``reward_terms [N, T]`` the unweighted terms; ``episode_sums [N, T + 1]`` weighted sums (last: total);
     ``errors [N, E]`` the tracking errors of ``spec.ERROR_NAMES`` (m / rad); ``term_cause [N]`` the
-    ``spec.CAUSE_CODE`` of why the env ended this step (0: it did not);
+    ``spec.CAUSE_CODE`` of why the env ended this step (0: it did not); ``fail_bits [N]`` the
+    ``spec.CAUSE_BIT`` of every end cause that holds this step, ending the episode or not (the evaluation reads
+    them);
     ``obs [N, D]`` the full (clean) observation row and ``obs_actor [N, actor_dim]`` the actor's noisy
     view (``env.obs_noise``; else unused); ``noise_rng [N]`` each env's random state for that noise;
     ``qpos_target [N, nq]`` / ``qvel_target [N, nv]`` the reference-state reset targets;
@@ -72,6 +75,7 @@ class ImitationBuffers:
     terminated: wp.array(dtype=wp.bool)
     truncated: wp.array(dtype=wp.bool)
     term_cause: wp.array(dtype=wp.int32)
+    fail_bits: wp.array(dtype=wp.int32)
     obs: wp.array2d(dtype=wp.float32)
     obs_actor: wp.array2d(dtype=wp.float32)
     noise_rng: wp.array(dtype=wp.uint32)

@@ -158,6 +158,16 @@ TERMINATION_CAUSES = ("anchor_height", "anchor_ori", "ee_height", "unstable")
 TRUNCATION_CAUSES = ("clip_end", "timeout")
 END_CAUSES = TERMINATION_CAUSES + TRUNCATION_CAUSES
 CAUSE_CODE = {name: i + 1 for i, name in enumerate(END_CAUSES)}
+#: Each cause's bit in the env's ``fail_bits [N]`` (every cause that holds this step, ending the episode or not).
+CAUSE_BIT = {name: 1 << (code - 1) for name, code in CAUSE_CODE.items()}
+
+
+def cause_mask(names) -> int:
+    """The bits of ``names`` (a subset of :data:`END_CAUSES`); ``ValueError`` naming an unknown cause."""
+    unknown = [n for n in names if n not in CAUSE_BIT]
+    if unknown:
+        raise ValueError(f"unknown end causes {unknown}; choose from {list(END_CAUSES)}")
+    return sum({CAUSE_BIT[n] for n in names})
 
 
 def obs_set(observations: str) -> ObsSet:

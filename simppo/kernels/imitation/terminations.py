@@ -18,12 +18,16 @@ TIMEOUT = wp.constant(CAUSE_CODE["timeout"])
 
 @wp.kernel
 def _terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers):
-    """``terminated``: anchor height error, anchor orientation error (difference of the z components of
-    gravity projected into the anchor frames), any end-effector height error above its threshold, or
-    an unstable simulator world. ``truncated`` (bootstrapped; only where not terminated): the clip
-    ended (``times >= motion length``, when ``truncate_at_clip_end``) or ``episode_length >=
-    max_episode_steps``. Reference at slot 0; motion body ``b`` = MuJoCo body ``b + 1``. ``term_cause``
-    gets the code of the first condition that fired (terminations in spec order, then truncations).
+    """Every end cause of ``spec.END_CAUSES`` is tested: anchor height error, anchor orientation error
+    (difference of the z components of gravity projected into the anchor frames), any end-effector height error
+    above its threshold, an unstable simulator world, the clip's end (``times >= motion length``, when
+    ``truncate_at_clip_end``), ``episode_length >= max_episode_steps``. Reference at slot 0; motion body ``b`` =
+    MuJoCo body ``b + 1``.
+
+    # Data in: sim.xpos, sim.xquat, sim.unstable; ref.body_pos_w, ref.body_quat_w (slot 0); buf.times,
+    #   buf.motion_ids, buf.episode_length; p.anchor_id, p.ee_ids, the thresholds, p.ending_causes
+    # Data out: buf.fail_bits (every cause that holds), buf.term_cause (the first, in spec order, of those in
+    #   p.ending_causes; 0: none), buf.terminated (a termination cause ends it), buf.truncated (a time-out does)
     """
     env = wp.tid()
     a = p.anchor_id
@@ -34,27 +38,30 @@ def _terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitati
     for k in range(p.ee_ids.shape[0]):
         bid = p.ee_ids[k]
         ee_failed = ee_failed or wp.abs(ref.body_pos_w[env, 0, bid - 1][2] - sim.xpos[env, bid][2]) > p.ee_height
-    clip_end = p.truncate_at_clip_end != 0 and buf.times[env] >= p.motion_lengths[buf.motion_ids[env]]
-    timeout = buf.episode_length[env] >= p.max_episode_steps
-    cause = int(0)
-    if timeout:
-        cause = TIMEOUT
-    if clip_end:
-        cause = CLIP_END
-    if sim.unstable[env] != 0:
-        cause = UNSTABLE
-    if ee_failed:
-        cause = EE_HEIGHT
-    if wp.abs(g_ref[2] - g_robot[2]) > p.anchor_ori:
-        cause = ANCHOR_ORI
+    bits = int(0)
     if wp.abs(ref_anchor_pos[2] - sim.xpos[env, a][2]) > p.anchor_height:
-        cause = ANCHOR_HEIGHT
-    failed = cause != 0 and cause < CLIP_END
-    buf.terminated[env] = failed
+        bits = bits | (1 << (ANCHOR_HEIGHT - 1))
+    if wp.abs(g_ref[2] - g_robot[2]) > p.anchor_ori:
+        bits = bits | (1 << (ANCHOR_ORI - 1))
+    if ee_failed:
+        bits = bits | (1 << (EE_HEIGHT - 1))
+    if sim.unstable[env] != 0:
+        bits = bits | (1 << (UNSTABLE - 1))
+    if p.truncate_at_clip_end != 0 and buf.times[env] >= p.motion_lengths[buf.motion_ids[env]]:
+        bits = bits | (1 << (CLIP_END - 1))
+    if buf.episode_length[env] >= p.max_episode_steps:
+        bits = bits | (1 << (TIMEOUT - 1))
+    ending = bits & p.ending_causes
+    cause = int(0)
+    for code in range(TIMEOUT, 0, -1):  # the lowest code (the first in spec order) wins
+        if (ending >> (code - 1)) & 1 != 0:
+            cause = code
+    buf.fail_bits[env] = bits
+    buf.terminated[env] = cause != 0 and cause < CLIP_END
     buf.truncated[env] = cause >= CLIP_END
     buf.term_cause[env] = cause
 
 
 def compute_terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers) -> None:
-    """``buf.terminated`` / ``buf.truncated [N]`` of every env."""
+    """``buf.fail_bits``, ``buf.term_cause``, ``buf.terminated`` / ``buf.truncated [N]`` of every env."""
     wp.launch(_terminations, dim=buf.reward.shape[0], inputs=[sim, ref, p, buf], device=buf.reward.device)

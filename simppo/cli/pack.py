@@ -19,6 +19,7 @@ import argparse
 import signal
 import sys
 
+from simppo.cli.errors import report
 from simppo.motion.bounds import MAX_FPS, MIN_FPS
 from simppo.motion.format import ShardFormatError
 from simppo.motion.pack import MotionPackError, PackOptions, pack_motions, verify_pack
@@ -100,11 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         res = pack_motions(args.inputs, args.out, robot=args.robot, force=args.force, opts=opts)
     except MotionPackError as e:
-        print(f"simppo-pack: error: {e}", file=sys.stderr)
-        return 2
+        return report("simppo-pack", f"{e}")
     except OSError as e:  # the output folder or an input that the readers did not open themselves
-        print(f"simppo-pack: error: {e.filename or args.out}: {e.strerror or e}", file=sys.stderr)
-        return 2
+        return report("simppo-pack", f"{e.filename or args.out}: {e.strerror or e}")
     except KeyboardInterrupt:
         print("simppo-pack: interrupted; nothing written", file=sys.stderr)
         return 130
@@ -127,8 +126,7 @@ def _verify(args) -> int:
     try:
         shards = verify_pack(args.inputs, robot=args.robot)
     except (ShardFormatError, MotionPackError) as e:
-        print(f"simppo-pack: error: {e}", file=sys.stderr)
-        return 2
+        return report("simppo-pack", f"{e}")
     if not args.quiet:
         for path, motions, frames in shards:
             print(f"simppo-pack: ok: {path}: {motions} motions, {frames} frames")
