@@ -25,6 +25,9 @@ def _gae(b: GaeBuffers, gamma: float, tau: float):
 
     delta_t = r_t + gamma * next_values_t - values_t
     A_t     = delta_t + gamma * tau * (1 - dones_t) * A_{t+1}
+
+    # Data in: b.rewards, b.values, b.next_values, b.dones [T, N]
+    # Data out: b.advantages, b.returns [T, N] (returns = advantages + values)
     """
     env = wp.tid()
     num_steps = b.values.shape[0]

@@ -1,37 +1,24 @@
 """Typed config of ``env=humanoid_imitation`` (every default lives here; YAML only overrides)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 
 from simppo.envs.imitation.sampler import AdaptiveSamplingCfg
-from simppo.kernels.imitation.spec import END_CAUSES
+from simppo.kernels.imitation.spec import END_CAUSES, REWARD_TERMS, TRACKING
 
 
-@dataclass
-class RewardWeightsCfg:
-    """Weight of each reward term of the spec (penalties negative). Defaults follow BeyondMimic / mjlab tracking."""
-
-    anchor_pos: float = 0.5
-    anchor_ori: float = 0.5
-    body_pos: float = 1.0
-    body_ori: float = 1.0
-    body_lin_vel: float = 1.0
-    body_ang_vel: float = 1.0
-    action_rate: float = -0.1
-    joint_limit: float = -10.0
-    undesired_contacts: float = -0.1
-    self_collisions: float = -0.1  # per contact between two robot geoms (sim.self_collision)
+def _term_config(name: str, doc: str, values: dict[str, float]) -> type:
+    """A typed config dataclass with one float field per reward term, defaulting to its spec declaration."""
+    cls = make_dataclass(name, [(k, float, field(default=v)) for k, v in values.items()])
+    cls.__doc__, cls.__module__ = doc, __name__
+    return cls
 
 
-@dataclass
-class RewardSigmasCfg:
-    """σ of the exp(-err²/σ²) tracking terms (m, rad, m, rad, m/s, rad/s)."""
-
-    anchor_pos: float = 0.3
-    anchor_ori: float = 0.4
-    body_pos: float = 0.3
-    body_ori: float = 0.4
-    body_lin_vel: float = 1.0
-    body_ang_vel: float = 3.14
+RewardWeightsCfg = _term_config(
+    "RewardWeightsCfg", "Weight of each reward term (penalties negative); defaults: spec.REWARD_TERMS.",
+    {t.name: t.weight for t in REWARD_TERMS})
+RewardSigmasCfg = _term_config(
+    "RewardSigmasCfg", "σ of each exp(-err²/σ²) tracking term; defaults: spec.REWARD_TERMS.",
+    {t.name: t.sigma for t in REWARD_TERMS if t.kind == TRACKING})
 
 
 @dataclass

@@ -14,6 +14,9 @@ def _apply_actions(p: ImitationParams, buf: ImitationBuffers, sim: SimState):
     ``buf.actions`` keeps the clipped action of this step and ``buf.prev_actions`` the one before
     (read-modify-write: the old ``actions`` row moves to ``prev_actions``); ``buf.action_history [N, H, A]``
     shifts by one slot (slot 0 = this step's action). Each thread owns one ``(env, joint)`` column.
+
+    # Data in: buf.policy_actions, buf.action_delay, buf.default_joint_pos, p.action_clip, p.action_scale
+    # Data out: sim.ctrl; buf.actions, buf.prev_actions, buf.action_history (read-modify-write)
     """
     env, j = wp.tid()
     a = wp.clamp(buf.policy_actions[env, j], -p.action_clip, p.action_clip)

@@ -74,7 +74,11 @@ class RandomizationBuffers:
 
 @wp.kernel
 def _randomize(p: RandomizationParams, mask: wp.array(dtype=wp.bool), rb: RandomizationBuffers):
-    """Draw the randomized parameters of every env in ``mask [N]``, in a fixed order from its own state."""
+    """Draw the randomized parameters of every env in ``mask [N]``, in a fixed order from its own state.
+
+    # Data in: p (ranges, nominal model values, geom / body ids), mask, rb.rng
+    # Data out: rb.world (the env's row of every WorldParams field), rb's drawn offsets and delays, rb.rng
+    """
     env = wp.tid()
     if not mask[env]:
         return
@@ -129,7 +133,11 @@ def _randomize(p: RandomizationParams, mask: wp.array(dtype=wp.bool), rb: Random
 def _push(p: RandomizationParams, rb: RandomizationBuffers, sim: SimState):
     """Count down each env's push timer by ``dt``; when it runs out, add a uniform velocity kick to the root
     (world-frame linear and angular velocity; the free joint's angular velocity is in the root frame) and
-    draw the next interval. An unstable world is not kicked (it is reset anyway)."""
+    draw the next interval. An unstable world is not kicked (it is reset anyway).
+
+    # Data in: p.dt, p.push_* ranges, rb.push_timer, rb.rng, sim.unstable
+    # Data out: sim.qvel (root rows of kicked envs), rb.push_timer, rb.rng
+    """
     env = wp.tid()
     t = rb.push_timer[env] - p.dt
     if t < PUSH_EPS:

@@ -11,7 +11,11 @@ def _reference_state(ref: RefState, p: ImitationParams, mask: wp.array(dtype=wp.
     """For envs where ``mask [N]``: free-joint qpos (pos, wxyz quat) and qvel (world linear velocity,
     body-frame angular velocity, as MuJoCo's free joint wants) plus joint pos/vel from reference slot 0
     into ``buf.qpos_target`` / ``buf.qvel_target``; their last actions (and action history) are zeroed.
-    Other rows untouched."""
+    Other rows untouched.
+
+    # Data in: ref (slot 0: root pose and velocities, joint positions and velocities), mask
+    # Data out: buf.qpos_target, buf.qvel_target, buf.actions, buf.prev_actions, buf.action_history (masked rows)
+    """
     env = wp.tid()
     if not mask[env]:
         return

@@ -37,11 +37,15 @@ class ObsTerm:
 
 @dataclass(frozen=True)
 class RewardTerm:
-    """``tracking``: ``exp(-error / σ²)`` with σ from ``cfg.sigmas.<name>``; ``penalty``: the raw value.
-    Weight from ``cfg.rewards.<name>`` (penalties negative)."""
+    """One reward term: ``tracking``: ``weight * exp(-error / σ²)``; ``penalty``: ``weight * value`` (weight
+    negative). ``weight`` and ``sigma`` are the defaults of ``env.rewards.<name>`` / ``env.sigmas.<name>`` (the
+    config classes are made from these declarations). Its raw value is the Warp function of the same name in
+    :data:`simppo.kernels.imitation.rewards.TERM_FUNCTIONS`."""
 
     name: str
     kind: str
+    weight: float
+    sigma: float | None = None  # tracking terms only (units of the error: m, rad, m/s, rad/s)
 
 
 # Noise half-widths (uniform, per column of the actor's view; ``env.obs_noise=true``). Sources: BeyondMimic's
@@ -119,27 +123,32 @@ OBS_SETS = {
     "default": ObsSet(PROPRIO_TERMS, FUTURE_TERMS, CRITIC_TERMS),
     "deploy": ObsSet(DEPLOY_PROPRIO_TERMS, DEPLOY_FUTURE_TERMS, DEPLOY_CRITIC_TERMS, DEPLOY_CRITIC_FUTURE_TERMS),
 }
-# Every term the observation kernel can write, by kind (once per row / once per future frame); the kernel
-# writes a term at the column the env's layout gives it (``obs_columns``), or skips it.
-ONCE_TERM_NAMES = ("gravity_b", "root_lin_vel_b", "root_ang_vel_b", "joint_pos_rel", "joint_vel", "last_action",
-                   "body_pos", "body_rot6d", "ref_anchor_lin_vel", "ref_anchor_ang_vel", "ref_joint_vel",
-                   "body_lin_vel", "body_ang_vel")
-FUTURE_TERM_NAMES = ("anchor_pos", "anchor_rot6d", "body_pos", "body_rot6d", "ref_anchor_pos", "ref_joint_pos",
-                     "ref_body_pos")
+
+
+def _unique_names(*groups: tuple[ObsTerm, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t.name for group in groups for t in group))
+
+
+# Every term the observation kernel writes, by kind (once per row / once per future frame), in first-appearance
+# order over the sets: each has one writer function in simppo.kernels.imitation.observations, and the kernel writes
+# it at the column the env's layout gives it (``obs_columns``), or skips it.
+ONCE_TERM_NAMES = _unique_names(*(g for s in OBS_SETS.values() for g in (s.proprio, s.privileged)))
+FUTURE_TERM_NAMES = _unique_names(*(g for s in OBS_SETS.values() for g in (s.future, s.privileged_future)))
 ONCE_INDEX = {name: i for i, name in enumerate(ONCE_TERM_NAMES)}
 FUTURE_INDEX = {name: i for i, name in enumerate(FUTURE_TERM_NAMES)}
 
+# Defaults follow BeyondMimic / mjlab tracking.
 REWARD_TERMS = (
-    RewardTerm("anchor_pos", TRACKING),
-    RewardTerm("anchor_ori", TRACKING),
-    RewardTerm("body_pos", TRACKING),
-    RewardTerm("body_ori", TRACKING),
-    RewardTerm("body_lin_vel", TRACKING),
-    RewardTerm("body_ang_vel", TRACKING),
-    RewardTerm("action_rate", PENALTY),
-    RewardTerm("joint_limit", PENALTY),
-    RewardTerm("undesired_contacts", PENALTY),
-    RewardTerm("self_collisions", PENALTY),
+    RewardTerm("anchor_pos", TRACKING, weight=0.5, sigma=0.3),
+    RewardTerm("anchor_ori", TRACKING, weight=0.5, sigma=0.4),
+    RewardTerm("body_pos", TRACKING, weight=1.0, sigma=0.3),
+    RewardTerm("body_ori", TRACKING, weight=1.0, sigma=0.4),
+    RewardTerm("body_lin_vel", TRACKING, weight=1.0, sigma=1.0),
+    RewardTerm("body_ang_vel", TRACKING, weight=1.0, sigma=3.14),
+    RewardTerm("action_rate", PENALTY, weight=-0.1),
+    RewardTerm("joint_limit", PENALTY, weight=-10.0),
+    RewardTerm("undesired_contacts", PENALTY, weight=-0.1),
+    RewardTerm("self_collisions", PENALTY, weight=-0.1),  # per contact between two robot geoms (sim.self_collision)
 )
 REWARD_NAMES = tuple(t.name for t in REWARD_TERMS)
 REWARD_INDEX = {name: i for i, name in enumerate(REWARD_NAMES)}

@@ -23,7 +23,11 @@ class BodyVelBuffers:
 
 @wp.kernel
 def body_vel_w_kernel(b: BodyVelBuffers):
-    """Launch dim ``(N, nbody)``."""
+    """Launch dim ``(N, nbody)``.
+
+    # Data in: b.cvel, b.subtree_com, b.body_rootid, b.xpos
+    # Data out: b.lin_vel_w_out, b.ang_vel_w_out (world-frame velocities of each body frame's origin)
+    """
     w, i = wp.tid()
     v = b.cvel[w, i]
     ang = wp.vec3(v[0], v[1], v[2])

@@ -23,7 +23,11 @@ class OverflowBuffers:
 
 @wp.kernel
 def overflow_kernel(b: OverflowBuffers):
-    """Launch dim ``N``."""
+    """Launch dim ``N``.
+
+    # Data in: b.overflow (MJWarp's per-world overflow bits), b.counted_bits
+    # Data out: b.step_overflow_out, b.num_overflow_out[0] (added to); b.overflow cleared
+    """
     w = wp.tid()
     bits = b.overflow[w]
     b.step_overflow_out[w] = bits

@@ -21,7 +21,11 @@ class ResetBuffers:
 
 @wp.kernel
 def reset_kernel(b: ResetBuffers):
-    """Launch dim ``N``. Where ``mask[w] != 0``: qpos/qvel = targets, warm start, act and time = 0."""
+    """Launch dim ``N``. Where ``mask[w] != 0``: qpos/qvel = targets, warm start, act and time = 0.
+
+    # Data in: b.mask, b.qpos_target, b.qvel_target
+    # Data out: b.qpos_out, b.qvel_out, b.qacc_warmstart_out, b.act_out, b.time_out (masked worlds)
+    """
     w = wp.tid()
     if b.mask[w] == 0:
         return
