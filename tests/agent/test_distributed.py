@@ -18,8 +18,8 @@ tests.agent.test_distributed OUT_DIR``) and saves what it saw to ``OUT_DIR/rank<
   with different ``num_envs`` are refused at set-up, with the same message on both.
 """
 
+import contextlib
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -178,34 +178,40 @@ def worker(out_dir: Path) -> None:
     torch.save(out, out_dir / f"rank{rank}.pt")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@contextlib.contextmanager
+def rendezvous_store(world: int):
+    """The c10d store of a launch, hosted by this process on a port the OS picks, as torchrun's agent hosts it; the
+    ranks join it as clients (``TORCHELASTIC_USE_AGENT_STORE``). Yields the port."""
+    store = torch.distributed.TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False)
+    try:
+        yield store.port
+    finally:
+        del store
 
 
 def torchrun_env(rank: int, world: int, port: int) -> dict[str, str]:
     """The variables torchrun sets for one worker (Fabric detects the launch from them)."""
     return {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
             "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0", "TORCHELASTIC_RUN_ID": "simppo-test",
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "OMP_NUM_THREADS": "1",
             "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> tuple[Path, list[dict]]:
     out_dir = tmp_path_factory.mktemp("ddp")
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.agent.test_distributed", str(out_dir)],
-                              env=torchrun_env(r, WORLD, port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, cwd=Path(__file__).parents[2]) for r in range(WORLD)]
     logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=TIMEOUT_S)[0])
-    finally:
-        for p in procs:
-            p.kill()
+    with rendezvous_store(WORLD) as port:
+        procs = [subprocess.Popen([sys.executable, "-m", "tests.agent.test_distributed", str(out_dir)],
+                                  env=torchrun_env(r, WORLD, port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, cwd=Path(__file__).parents[2]) for r in range(WORLD)]
+        try:
+            for p in procs:
+                logs.append(p.communicate(timeout=TIMEOUT_S)[0])
+        finally:
+            for p in procs:
+                p.kill()
     for r, p in enumerate(procs):
         assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{logs[r] if r < len(logs) else ''}"
     return out_dir, [torch.load(out_dir / f"rank{r}.pt", weights_only=True) for r in range(WORLD)]

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from simppo.agent.checkpoint import load_checkpoint
-from tests.agent.test_distributed import free_port, torchrun_env
+from tests.agent.test_distributed import rendezvous_store, torchrun_env
 
 TIMEOUT_S = 55
 ARGS = ["env=pendulum", "agent=ppo_small", "device=cpu", "num_envs=8", "agent.num_steps=8", "logger=none",
@@ -79,18 +79,18 @@ class Rank:
 @pytest.mark.parametrize("killed", [1, 0])
 def test_killing_one_rank_stops_the_other_with_a_clear_error(tmp_path, killed):
     run_dir = tmp_path / "run"
-    port = free_port()
-    ranks = [Rank(r, port, run_dir) for r in range(2)]
-    deadline = time.monotonic() + TIMEOUT_S - 15
-    try:
-        ranks[0].wait_for("epoch 2/", deadline)  # training runs, checkpoints are being written
-        ranks[killed].proc.send_signal(signal.SIGKILL)
-        survivor = ranks[1 - killed].proc
-        code = survivor.wait(timeout=15)  # gloo sees the closed connection at once; dist_timeout_s=10 bounds it
-        stderr = survivor.stderr.read()
-    finally:
-        for r in ranks:
-            r.proc.kill()
+    with rendezvous_store(2) as port:
+        ranks = [Rank(r, port, run_dir) for r in range(2)]
+        deadline = time.monotonic() + TIMEOUT_S - 15
+        try:
+            ranks[0].wait_for("epoch 2/", deadline)  # training runs, checkpoints are being written
+            ranks[killed].proc.send_signal(signal.SIGKILL)
+            survivor = ranks[1 - killed].proc
+            code = survivor.wait(timeout=15)  # gloo sees the closed connection at once; dist_timeout_s=10 bounds it
+            stderr = survivor.stderr.read()
+        finally:
+            for r in ranks:
+                r.proc.kill()
     assert code == 1, stderr
     lines = [x for x in stderr.splitlines() if x.startswith("simppo-train: error:")]
     assert len(lines) == 1, stderr
