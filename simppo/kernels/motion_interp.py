@@ -121,6 +121,11 @@ def _interpolate_item(lib: MotionFrames, out: MotionStateWp, i: int, f: int, j: 
 
 @wp.kernel
 def _interpolate(lib: MotionFrames, q: MotionQuery, width: int, out: MotionStateWp):
+    """One thread per (env, slot, item).
+
+    # Data in: lib (every frame of every motion), q.motion_ids, q.times, q.future_offsets, q.env_mask / use_mask
+    # Data out: every field of out at [env, slot] (the envs in q.env_mask when use_mask)
+    """
     i, f, j = wp.tid()
     if q.use_mask != 0 and not q.env_mask[i]:
         return
@@ -130,6 +135,7 @@ def _interpolate(lib: MotionFrames, q: MotionQuery, width: int, out: MotionState
 
 @wp.kernel
 def _interpolate_slots(lib: MotionFrames, q: MotionQuery, width: int, out: MotionStateWp):
+    """One thread per (env, slot), looping over the items (the CPU layout). Data in / out: as ``_interpolate``."""
     i, f = wp.tid()
     if q.use_mask != 0 and not q.env_mask[i]:
         return

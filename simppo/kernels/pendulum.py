@@ -57,6 +57,10 @@ def _step(p: PendulumParams, b: PendulumBuffers):
     """One control step per env, with auto-reset. State arrays are read-modify-write.
 
     ``b.actions [N, 1]`` in [-1, 1] (scaled by ``max_torque``); obs ``[N, 3]`` = (cos, sin, theta_dot / 8).
+
+    # Data in: b.actions, p (dynamics, limits, seed, step_count)
+    # Data out: b.theta, b.theta_dot, b.episode_length, b.episode_return (read-modify-write), b.obs, b.reward,
+    #   b.terminated, b.truncated, b.terminal_obs, b.done_return, b.done_length
     """
     env = wp.tid()
     th = b.theta[env]
@@ -94,7 +98,11 @@ def _step(p: PendulumParams, b: PendulumBuffers):
 
 @wp.kernel
 def _reset(p: PendulumParams, b: PendulumBuffers):
-    """Random initial state for every env: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1)."""
+    """Random initial state for every env: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1).
+
+    # Data in: p.seed, p.step_count
+    # Data out: b.theta, b.theta_dot, b.episode_length, b.episode_return, b.obs
+    """
     env = wp.tid()
     state = wp.rand_init(p.seed, env + p.step_count * b.obs.shape[0])
     th = wp.randf(state, -wp.pi, wp.pi)
@@ -108,6 +116,7 @@ def _reset(p: PendulumParams, b: PendulumBuffers):
 
 @wp.kernel
 def _observe(b: PendulumBuffers):
+    """# Data in: b.theta, b.theta_dot. # Data out: b.obs."""
     env = wp.tid()
     write_obs(env, b.theta[env], b.theta_dot[env], b.obs)
 

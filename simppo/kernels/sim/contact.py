@@ -41,7 +41,11 @@ class ContactBuffers:
 @wp.kernel
 def contact_kernel(b: ContactBuffers):
     """Launch dim ``C`` (contact slots of all worlds). Normal force: elliptic cones or condim 1: the
-    first constraint row; pyramidal: the sum of the ``2*(condim-1)`` pyramid-edge rows."""
+    first constraint row; pyramidal: the sum of the ``2*(condim-1)`` pyramid-edge rows.
+
+    # Data in: b.nacon, b.geom, b.worldid, b.dim, b.efc_address, b.efc_force, b.geom_foot / geom_penalized / geom_robot
+    # Data out: b.foot_contact_out, b.foot_force_out, b.penalized_out, b.self_out (added to; zeroed by contacts())
+    """
     c = wp.tid()
     if c >= b.nacon[0]:
         return

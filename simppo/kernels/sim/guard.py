@@ -21,7 +21,11 @@ class GuardBuffers:
 @wp.kernel
 def guard_kernel(b: GuardBuffers):
     """Launch dim ``N``. Unstable: any NaN/inf in qpos/qvel, any ``|qvel| > max_qvel``, or (if
-    ``root_height_adr >= 0``) ``qpos[root_height_adr]`` outside ``[min_height, max_height]``."""
+    ``root_height_adr >= 0``) ``qpos[root_height_adr]`` outside ``[min_height, max_height]``.
+
+    # Data in: b.qpos, b.qvel, the bounds
+    # Data out: b.unstable_out [N], b.count_out[0] (added to)
+    """
     w = wp.tid()
     bad = wp.int32(0)
     for i in range(b.qpos.shape[1]):
