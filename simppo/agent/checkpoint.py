@@ -166,10 +166,19 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if bad:
         raise DamagedCheckpointError(f"{path}: the model's {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''} "
                                      "hold non-finite values")
+    state = migrate_old_checkpoint(state)
     if torch.device(map_location).type != "cpu":
         state = {k: v if k == "rng" else to_device(v, map_location, keep_cpu=("rng",) if k == "ranks" else ())
                  for k, v in state.items()}
     return state
+
+
+def migrate_old_checkpoint(state: dict) -> dict:
+    """The one place that reads checkpoints of older simppo versions: those written before the run counters were
+    saved get ``best_evaluated_score=None`` and no ``run_start_time`` (the run's own start time stays); those
+    written before checksums have no ``checksum`` and load unverified. Everything else must be as
+    :meth:`~simppo.agent.runner.Runner.get_state_dict` writes it."""
+    return {"best_evaluated_score": None, **state}
 
 
 def to_device(x, device, keep_cpu: tuple[str, ...] = ()):

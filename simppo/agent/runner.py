@@ -404,8 +404,8 @@ class Runner:
             return
         self.epoch = int(state_dict["epoch"])
         self.step_count = int(state_dict["step_count"])
-        self.best_evaluated_score = state_dict.get("best_evaluated_score")
-        self.run_start_time = state_dict.get("run_start_time", self.run_start_time)
+        self.best_evaluated_score = state_dict["best_evaluated_score"]
+        self.run_start_time = state_dict.get("run_start_time", self.run_start_time)  # see migrate_old_checkpoint
         rng = state_dict["rng"]
         torch.set_rng_state(rng["torch"].cpu())
         if rng["cuda"] and torch.cuda.is_available():

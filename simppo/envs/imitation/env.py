@@ -336,15 +336,13 @@ class HumanoidImitationEnv(VecEnv):
         }
 
     def load_state_dict(self, state: dict) -> None:
-        if "randomization" in state:  # first: the simulator recomputes its views with the world parameters
-            self.randomizer.load_state_dict(state["randomization"])
+        """Every key of :meth:`state_dict` (a checkpoint's env state is checked against it before it loads)."""
+        self.randomizer.load_state_dict(state["randomization"])  # first: the sim recomputes its views with them
         self.sim.load_state_dict(state["sim"])
-        for key in ("motion_ids", "times", "episode_length", "actions", "prev_actions", "episode_sums"):
+        for key in ("motion_ids", "times", "episode_length", "actions", "prev_actions", "episode_sums",
+                    "action_history", "default_joint_pos", "action_delay", "noise_rng"):
             getattr(self, key).copy_(state[key])
         self.sampler.load_state_dict(state["sampler"])
-        for key in ("action_history", "default_joint_pos", "action_delay", "noise_rng"):
-            if key in state:  # env states written before domain randomization lack them: the defaults stay
-                getattr(self, key).copy_(state[key])
 
     def close(self) -> None:
         self.sim.close()
