@@ -66,6 +66,11 @@ def _safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "motion"
 
 
+def _final_path(path, out_dir: Path, final_dir: Path | None) -> Path:
+    """Where ``path``, written under the staging folder ``out_dir``, ends up (``final_dir``; ``None``: in place)."""
+    return (final_dir or out_dir) / Path(path).relative_to(out_dir)
+
+
 def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = None) -> dict:
     """The batched evaluation; writes the outputs into ``out_dir`` (named as in ``final_dir``, where they end up)
     and prints the summary. Returns the report."""
@@ -133,8 +138,7 @@ def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = N
             print(f"{PROG}: warning: no learning curves ({exc})", file=sys.stderr)
     env.close()
     print(summary_table(report, results, cfg.worst))
-    final_dir = final_dir or out_dir
-    print(f"{PROG}: {runtime:.1f} s; wrote " + ", ".join(str(final_dir / Path(p).relative_to(out_dir))
+    print(f"{PROG}: {runtime:.1f} s; wrote " + ", ".join(str(_final_path(p, out_dir, final_dir))
                                                          for p in paths.values()), flush=True)
     return report
 
@@ -171,7 +175,7 @@ def run_video(cfg, run, device: str, out_dir: Path, final_dir: Path | None = Non
     for i in ids:
         t0 = time.perf_counter()
         paths = record_motion(player, renderer, i, out_dir / "videos", cfg.video.seconds, _safe_name(names[i]))
-        shown = {k: (final_dir or out_dir) / Path(p).relative_to(out_dir) for k, p in paths.items()}
+        shown = {k: _final_path(p, out_dir, final_dir) for k, p in paths.items()}
         print(f"{PROG}: {names[i]}: {shown['video']} ({time.perf_counter() - t0:.1f} s), {shown['sheet']}",
               flush=True)
         written.append(shown)

@@ -94,19 +94,23 @@ def ref_joint_vel(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitati
 
 
 @wp.func
-def body_lin_vel(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int, col: int):
+def _write_tracked_velocities(vel: wp.array2d(dtype=wp.vec3), sim: SimState, p: ImitationParams,
+                              buf: ImitationBuffers, env: int, col: int):
+    """Each tracked body's ``vel`` (linear or angular, world frame) in the root's heading frame, from ``col``."""
     h = _heading(sim, p, env)
     c = col
     for k in range(p.tracked_ids.shape[0]):
-        c = write_vec3(buf.obs, env, c, quat_rotate_inv(h, sim.body_lin_vel_w[env, p.tracked_ids[k]]))
+        c = write_vec3(buf.obs, env, c, quat_rotate_inv(h, vel[env, p.tracked_ids[k]]))
+
+
+@wp.func
+def body_lin_vel(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int, col: int):
+    _write_tracked_velocities(sim.body_lin_vel_w, sim, p, buf, env, col)
 
 
 @wp.func
 def body_ang_vel(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int, col: int):
-    h = _heading(sim, p, env)
-    c = col
-    for k in range(p.tracked_ids.shape[0]):
-        c = write_vec3(buf.obs, env, c, quat_rotate_inv(h, sim.body_ang_vel_w[env, p.tracked_ids[k]]))
+    _write_tracked_velocities(sim.body_ang_vel_w, sim, p, buf, env, col)
 
 
 # ----------------------------------------------------------------------------- per-future-frame terms

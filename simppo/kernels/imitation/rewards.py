@@ -23,18 +23,29 @@ ERR_JOINT_POS = wp.constant(ERROR_INDEX["joint_pos"])
 
 
 @wp.func
-def _target_pos(sim: SimState, ref: RefState, p: ImitationParams, env: int, bid: int) -> wp.vec3:
-    """Reference body ``bid`` moved onto the robot's anchor (x, y) and heading."""
+def _anchor_delta(sim: SimState, ref: RefState, p: ImitationParams, env: int) -> wp.vec4:
+    """Heading rotation from the reference anchor's onto the robot anchor's (computed once per term, not per body)."""
     a = p.anchor_id
-    delta = yaw_delta(sim.xquat[env, a], ref.body_quat_w[env, 0, a - 1])
+    return yaw_delta(sim.xquat[env, a], ref.body_quat_w[env, 0, a - 1])
+
+
+@wp.func
+def _target_pos(sim: SimState, ref: RefState, p: ImitationParams, env: int, delta: wp.vec4, bid: int) -> wp.vec3:
+    """Reference body ``bid`` moved onto the robot's anchor (x, y) and heading (``delta``: :func:`_anchor_delta`)."""
+    a = p.anchor_id
     return relative_body_pos(sim.xpos[env, a], ref.body_pos_w[env, 0, a - 1], delta, ref.body_pos_w[env, 0, bid - 1])
 
 
 @wp.func
-def _target_quat(sim: SimState, ref: RefState, p: ImitationParams, env: int, bid: int) -> wp.vec4:
-    """Reference body ``bid``'s orientation turned onto the robot's heading."""
-    a = p.anchor_id
-    return quat_mul(yaw_delta(sim.xquat[env, a], ref.body_quat_w[env, 0, a - 1]), ref.body_quat_w[env, 0, bid - 1])
+def _mean_velocity_error(ref_vel: wp.array3d(dtype=wp.vec3), vel: wp.array2d(dtype=wp.vec3), p: ImitationParams,
+                         env: int) -> float:
+    """Mean over tracked bodies of ``|ref_vel - vel|²`` (reference slot 0; linear or angular velocities)."""
+    e = float(0.0)
+    nt = p.tracked_ids.shape[0]
+    for k in range(nt):
+        bid = p.tracked_ids[k]
+        e += wp.length_sq(ref_vel[env, 0, bid - 1] - vel[env, bid])
+    return e * (1.0 / float(nt))
 
 
 # ----------------------------------------------------------------------------- the terms (raw values)
@@ -53,44 +64,36 @@ def anchor_ori(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationB
 
 @wp.func
 def body_pos(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int) -> float:
+    delta = _anchor_delta(sim, ref, p, env)
     e = float(0.0)
     nt = p.tracked_ids.shape[0]
     for k in range(nt):
         bid = p.tracked_ids[k]
-        d = wp.length(_target_pos(sim, ref, p, env, bid) - sim.xpos[env, bid])
+        d = wp.length(_target_pos(sim, ref, p, env, delta, bid) - sim.xpos[env, bid])
         e += d * d
     return e * (1.0 / float(nt))
 
 
 @wp.func
 def body_ori(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int) -> float:
+    delta = _anchor_delta(sim, ref, p, env)
     e = float(0.0)
     nt = p.tracked_ids.shape[0]
     for k in range(nt):
         bid = p.tracked_ids[k]
-        d = quat_error_angle(_target_quat(sim, ref, p, env, bid), sim.xquat[env, bid])
+        d = quat_error_angle(quat_mul(delta, ref.body_quat_w[env, 0, bid - 1]), sim.xquat[env, bid])
         e += d * d
     return e * (1.0 / float(nt))
 
 
 @wp.func
 def body_lin_vel(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int) -> float:
-    e = float(0.0)
-    nt = p.tracked_ids.shape[0]
-    for k in range(nt):
-        bid = p.tracked_ids[k]
-        e += wp.length_sq(ref.body_lin_vel_w[env, 0, bid - 1] - sim.body_lin_vel_w[env, bid])
-    return e * (1.0 / float(nt))
+    return _mean_velocity_error(ref.body_lin_vel_w, sim.body_lin_vel_w, p, env)
 
 
 @wp.func
 def body_ang_vel(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int) -> float:
-    e = float(0.0)
-    nt = p.tracked_ids.shape[0]
-    for k in range(nt):
-        bid = p.tracked_ids[k]
-        e += wp.length_sq(ref.body_ang_vel_w[env, 0, bid - 1] - sim.body_ang_vel_w[env, bid])
-    return e * (1.0 / float(nt))
+    return _mean_velocity_error(ref.body_ang_vel_w, sim.body_ang_vel_w, p, env)
 
 
 @wp.func
@@ -129,13 +132,14 @@ def _write_errors(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitati
     """The logged tracking errors (m / rad): anchor distance and angle, mean tracked-body distance and angle
     (aligned as in the reward), mean absolute joint-position error."""
     a = p.anchor_id
+    delta = _anchor_delta(sim, ref, p, env)
     nt = p.tracked_ids.shape[0]
     d_pos = float(0.0)
     d_ori = float(0.0)
     for k in range(nt):
         bid = p.tracked_ids[k]
-        d_pos += wp.length(_target_pos(sim, ref, p, env, bid) - sim.xpos[env, bid])
-        d_ori += quat_error_angle(_target_quat(sim, ref, p, env, bid), sim.xquat[env, bid])
+        d_pos += wp.length(_target_pos(sim, ref, p, env, delta, bid) - sim.xpos[env, bid])
+        d_ori += quat_error_angle(quat_mul(delta, ref.body_quat_w[env, 0, bid - 1]), sim.xquat[env, bid])
     nj = buf.actions.shape[1]
     d_joint = float(0.0)
     for j in range(nj):
