@@ -1,7 +1,5 @@
 """Shared test helpers (``from tests.helpers import ...``)."""
 
-import math
-
 import torch
 from lightning_fabric import Fabric
 
@@ -24,31 +22,10 @@ def small_agent_cfg(**overrides) -> PPOAgentConfig:
 
 
 def train_setup(overrides: list[str], device: str):
-    """``(cfg, env, agent)`` as ``simppo-train`` builds them in one process: Hydra's ``train`` config with
-    ``overrides`` and ``device=<device>``, ``num_envs`` resolved per device kind when unset, the torch seed set,
-    the env made and the PPO agent set up on ``fabric_for(device)``. For the slow learning checks."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    """``(cfg, env, agent)`` as ``simppo-train`` builds them in one process (:func:`build_training`)."""
+    from simppo.cli.train import build_training
 
-    from simppo.agent.ppo import PPO
-    from simppo.cli.train import default_num_envs
-    from simppo.config import register_configs
-    from simppo.envs import make_env
-    from simppo.paths import CONFIG_DIR
-    from simppo.utils.device import fabric_for
-
-    register_configs()
-    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
-        node = compose("train", overrides=[*overrides, f"device={device}"])
-    cfg = OmegaConf.to_object(node)
-    if cfg.num_envs is None:
-        cfg.num_envs = default_num_envs(device)
-    torch.manual_seed(cfg.seed)
-    env = make_env(cfg.env, cfg.num_envs, device=device, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
-                   motion_cfg=cfg.motion)
-    agent = PPO(fabric_for(device), env, cfg.agent)
-    agent.setup()
-    return cfg, env, agent
+    return build_training(overrides, device)
 
 
 class SyncCounter:
@@ -131,36 +108,22 @@ def pendulum_agent(**cfg):
     return agent
 
 
-@torch.no_grad()
-def play_from_start(policy, env, motion_id: int, max_steps: int) -> dict[str, float]:
-    """Run every copy of a humanoid-imitation ``env`` from t = 0 of ``motion_id`` with the mean action
-    (:meth:`PPOModel.act_inference`, no exploration noise). ``policy``: a :class:`PPOModel` or a set-up ``PPO``.
+def play_clips(cfg, model, num_motions: int, copies: int = 1, device: str = "cpu", max_body_error_m: float = 0.5,
+               **eval_env_options) -> list:
+    """Every motion of ``cfg.motion`` (``num_motions`` of them), each ``copies`` times, played from t = 0 with the
+    mean action by simppo-eval's evaluator (:func:`build_eval_env` + :func:`evaluate_motions`): one
+    :class:`MotionResult` per play, motion by motion. ``eval_env_options``: ``sim_name``, ``randomization``,
+    ``obs_noise`` of :func:`build_eval_env` (each copy draws its own randomization); ``max_body_error_m`` as in
+    :func:`evaluate_motions` (``math.inf``: the env's terminations alone fail a play)."""
+    import copy
 
-    Returns ``survival_s`` (mean time until the first termination, capped at ``max_steps``) and
-    ``body_pos_error`` (mean tracked-body distance in metres, anchor-aligned as in the reward, as the env
-    writes it in ``env.errors``, averaged over the steps each env survived). Envs that end are auto-reset
-    by the env and ignored afterwards.
-    """
-    from simppo.agent.models import PPOModel
-    from simppo.kernels.imitation.spec import ERROR_INDEX
+    from simppo.eval.loading import build_eval_env
+    from simppo.eval.metrics import evaluate_motions
 
-    model = policy if isinstance(policy, PPOModel) else policy.model
-    n = env.num_envs
-    obs = env.reset_to(torch.full((n,), motion_id, dtype=torch.int32, device=env.device),
-                       torch.zeros(n, device=env.device))
-    alive = torch.ones(n, dtype=torch.bool, device=env.device)
-    steps = torch.zeros(n, device=env.device)
-    err_sum = torch.zeros(n, device=env.device)
-    for _ in range(max_steps):
-        obs, _, terminated, _, _ = env.step(model.act_inference(obs))
-        err = env.errors[:, ERROR_INDEX["body_pos"]]
-        err_sum += torch.where(alive, err, torch.zeros_like(err))
-        steps += alive.float()
-        alive &= ~terminated
-    survival = steps * env.dt
-    return {
-        "survival_s": float(survival.mean()),
-        "body_pos_error": float((err_sum / steps.clamp_min(1.0)).mean()),
-        "survived_all": float(alive.float().mean()),
-        "max_s": max_steps * env.dt if math.isfinite(env.dt) else float("nan"),
-    }
+    env = build_eval_env(cfg, num_motions * copies, device, **eval_env_options)
+    policy = copy.deepcopy(model).to(device).eval()
+    try:
+        return evaluate_motions(env, policy.act_inference, [i for i in range(num_motions) for _ in range(copies)],
+                                max_body_error_m=max_body_error_m)
+    finally:
+        env.close()

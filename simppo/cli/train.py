@@ -43,6 +43,30 @@ def default_num_envs(device: str) -> int:
     return CPU_DEFAULT_NUM_ENVS if device == "cpu" else GPU_DEFAULT_NUM_ENVS
 
 
+def build_training(overrides: list[str], device: str):
+    """``(cfg, env, agent)`` as ``simppo-train`` builds them, in this process and without a run folder: the ``train``
+    config composed with ``overrides`` and ``device=<device>``, ``num_envs`` resolved per device kind when unset,
+    the torch seed set, the env made and the PPO agent set up (for benchmarks and the slow learning checks)."""
+    from hydra import compose, initialize_config_dir
+
+    from simppo.agent.ppo import PPO
+    from simppo.envs import make_env
+    from simppo.utils.device import fabric_for
+
+    register_configs()
+    with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
+        node = compose("train", overrides=[*overrides, f"device={device}"])
+    cfg = OmegaConf.to_object(node)
+    if cfg.num_envs is None:
+        cfg.num_envs = default_num_envs(device)
+    torch.manual_seed(cfg.seed)
+    env = make_env(cfg.env, cfg.num_envs, device=device, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
+                   motion_cfg=cfg.motion)
+    agent = PPO(fabric_for(device), env, cfg.agent)
+    agent.setup()
+    return cfg, env, agent
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """``simppo-train: error: <message>`` (one line) and exit with status ``code`` (2: bad input)."""
     errors.fail("simppo-train", message, code)
@@ -84,6 +108,13 @@ def check_values(cfg: TrainCfg) -> None:
     for key, value, ok, expected in rules:
         if not ok:
             raise UsageError(f"{key}={value}: must be {expected}")
+    action_reference = getattr(cfg.env, "action_reference", None)
+    if action_reference is not None:
+        if not 0.0 <= action_reference <= 1.0:
+            raise UsageError(f"env.action_reference={action_reference}: must be in [0, 1]")
+        if action_reference > 0.0 and 1 not in cfg.env.future_steps:
+            raise UsageError(f"env.action_reference={action_reference} needs 1 in env.future_steps (the reference "
+                             f"one control step ahead), got {list(cfg.env.future_steps)}")
     terminations = getattr(cfg.env, "terminations", None)
     if terminations is not None:
         from simppo.kernels.imitation.spec import cause_mask
@@ -96,6 +127,23 @@ def check_values(cfg: TrainCfg) -> None:
         raise UsageError("resume=true and force=true: continue the run, or start it over, not both")
 
 
+def check_same_action_map(saved_config: Path, cfg: TrainCfg) -> None:
+    """Refuse to resume a run trained with another action map than ``cfg``'s (runs saved before
+    ``env.action_reference`` existed used the default-pose map, 0)."""
+    if not saved_config.is_file() or getattr(cfg.env, "action_reference", None) is None:
+        return
+    import yaml
+
+    try:
+        saved = (yaml.safe_load(saved_config.read_text()) or {}).get("env") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return  # the checkpoint's own checks name what is wrong with the run
+    was = float(saved.get("action_reference", 0.0))
+    if was != float(cfg.env.action_reference):
+        raise UsageError(f"{saved_config}: the run was trained with env.action_reference={was:g}; resume it with "
+                         f"env.action_reference={was:g} (the policy's actions mean other joint targets otherwise)")
+
+
 def check_run_dir(run_dir: Path, cfg: TrainCfg) -> None:
     """Raise :class:`UsageError` unless the run can start in ``run_dir`` as asked; writes nothing."""
     if run_dir.exists() and not run_dir.is_dir():
@@ -104,6 +152,7 @@ def check_run_dir(run_dir: Path, cfg: TrainCfg) -> None:
         source = Path(cfg.checkpoint).expanduser() if cfg.checkpoint else run_dir / "last.ckpt"
         if not source.is_file():
             raise UsageError(f"resume=true but {source} does not exist")
+        check_same_action_map(run_dir / "config.yaml", cfg)
         return
     existing = run_files(run_dir)
     if existing and not cfg.force:

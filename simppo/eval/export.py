@@ -126,7 +126,11 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
         "default_joint_pos": list(cfg.robot.default_joint_pos),
         "action_scale": list(cfg.robot.action_scale),
         "action_clip": float(cfg.env.action_clip),
-        "joint_target": "default_joint_pos + action_scale * clip(action, -action_clip, action_clip)",
+        "action_reference": float(getattr(cfg.env, "action_reference", 0.0)),
+        "joint_target": ("default_joint_pos + action_reference * (reference_joint_pos - default_joint_pos) "
+                         "+ action_scale * clip(action, -action_clip, action_clip), where reference_joint_pos are "
+                         "the reference motion's joint angles at the time the target is for (t + control_dt: the "
+                         "observation's future frame 1)"),
         "pd_gains": pd_gains(m, robot.actuator_ids),
         "control_dt": control_dt,
         "physics_dt": physics_dt,

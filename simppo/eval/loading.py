@@ -78,6 +78,8 @@ def load_train_config(path: str | Path) -> TrainCfg:
     if env_name != "humanoid_imitation":
         raise EvalInputError(f"{path}: env '{env_name}' cannot be evaluated (simppo-eval needs "
                              "env=humanoid_imitation)")
+    if OmegaConf.select(raw, "env.action_reference", default=None) is None:
+        raw.env.action_reference = 0.0  # runs saved before the reference feed-forward used the default-pose map
     try:
         schema = OmegaConf.structured(TrainCfg)
         schema.env = OmegaConf.structured(HumanoidImitationEnvCfg)

@@ -53,11 +53,13 @@ def joint_angle_error(q: torch.Tensor, ref_q: torch.Tensor) -> torch.Tensor:
     return (q - ref_q).abs().mean(-1)
 
 
-def failure_mask(fail_bits: torch.Tensor, body_error: torch.Tensor) -> torch.Tensor:
+def failure_mask(fail_bits: torch.Tensor, body_error: torch.Tensor,
+                 max_body_error_m: float = SUCCESS_MAX_BODY_ERROR_M) -> torch.Tensor:
     """Bit masks ``[N]`` of :data:`FAILURE_CAUSES` from the env's ``fail_bits [N]`` (its termination causes)
-    and the global body error ``[N]`` (m): the evaluation's ``body_error`` above :data:`SUCCESS_MAX_BODY_ERROR_M`."""
+    and the global body error ``[N]`` (m): the evaluation's ``body_error`` above ``max_body_error_m``
+    (``math.inf``: the env's terminations alone)."""
     bits = fail_bits.long() & (_TRACKING_FAILURES | _UNSTABLE)
-    return bits | torch.where(body_error > SUCCESS_MAX_BODY_ERROR_M, _BODY_ERROR, 0)
+    return bits | torch.where(body_error > max_body_error_m, _BODY_ERROR, 0)
 
 
 def cause_names(mask: int) -> str:
@@ -73,8 +75,10 @@ class TrackingAccumulator:
     then ``update(...)`` after every control step, then ``finish()`` (one host transfer).
     """
 
-    def __init__(self, num_envs: int, device: str | torch.device, dt: float):
+    def __init__(self, num_envs: int, device: str | torch.device, dt: float,
+                 max_body_error_m: float = SUCCESS_MAX_BODY_ERROR_M):
         self.num_envs, self.device, self.dt = num_envs, torch.device(device), float(dt)
+        self.max_body_error_m = float(max_body_error_m)
         f32 = {"dtype": torch.float32, "device": self.device}
         self.step = 0
         self.num_steps = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
@@ -129,7 +133,8 @@ class TrackingAccumulator:
             self.sums["acc"] += w * (acc - ref_acc).norm(dim=-1).mean(-1)
             self.counts["acc"] += w
         self._prev = (pos.clone(), ref_pos.clone(), vel, ref_vel)
-        mask = torch.where(measured, failure_mask(fail_bits, glob), torch.where(unstable, _UNSTABLE, 0))
+        mask = torch.where(measured, failure_mask(fail_bits, glob, self.max_body_error_m),
+                           torch.where(unstable, _UNSTABLE, 0))
         failed = valid & (mask != 0)
         self.fail_mask = torch.where(failed, mask, self.fail_mask)
         self.fail_step = torch.where(failed, torch.full_like(self.fail_step, self.step), self.fail_step)
@@ -211,18 +216,21 @@ def body_state(env) -> dict[str, torch.Tensor]:
 
 @torch.no_grad()
 def evaluate_motions(env, act: Callable, motion_ids: list[int] | None = None,
-                     progress: Callable[[int, int], None] | None = None, check_every: int = 25) -> list[MotionResult]:
+                     progress: Callable[[int, int], None] | None = None, check_every: int = 25,
+                     max_body_error_m: float = SUCCESS_MAX_BODY_ERROR_M) -> list[MotionResult]:
     """Play every motion (or ``motion_ids``) from t = 0 with ``act(obs) -> actions`` (e.g.
     :meth:`PPOModel.act_inference`), ``env.num_envs`` motions at a time; returns one result per motion.
 
     ``env``: a humanoid-imitation env built by :func:`simppo.eval.loading.make_eval_env` (it flags every failure
     cause and ends episodes only on unstable worlds). ``progress(done, total)`` is called after each round.
+    ``max_body_error_m``: the global body error that fails a play (ProtoMotions' 0.5 m; ``math.inf`` judges the
+    env's terminations alone, the pose tracked wherever the robot is).
     """
     lib = env.motion_lib
     ids = list(range(lib.num_motions)) if motion_ids is None else list(motion_ids)
     lengths = lib.motion_lengths.cpu().tolist()
     n, dt = env.num_envs, float(env.dt)
-    acc = TrackingAccumulator(n, env.device, dt)
+    acc = TrackingAccumulator(n, env.device, dt, max_body_error_m)
     results: list[MotionResult] = []
     for first in range(0, len(ids), n):
         chunk = ids[first:first + n]

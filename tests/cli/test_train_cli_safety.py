@@ -13,6 +13,7 @@ from simppo.agent.checkpoint import state_checksum
 from simppo.cli.overrides import override_problem
 from simppo.cli.train import UsageError, check_values
 from simppo.config import TrainCfg, register_configs
+from simppo.envs.imitation.config import HumanoidImitationEnvCfg
 from simppo.paths import CONFIG_DIR
 
 PENDULUM = ["env=pendulum", "agent=ppo_small", "num_envs=16", "logger=none", "progress_bar=false"]
@@ -97,6 +98,39 @@ def test_check_values(key, value, what):
     with pytest.raises(UsageError) as e:
         check_values(cfg)
     assert str(e.value).startswith(what)
+
+
+@pytest.mark.parametrize("action_reference, future_steps, what", [
+    (1.5, [1, 2, 4, 8], "env.action_reference=1.5: must be in [0, 1]"),
+    (1.0, [2, 4], "env.action_reference=1.0 needs 1 in env.future_steps"),
+])
+def test_action_reference_needs_the_next_reference_frame(action_reference, future_steps, what):
+    register_configs()
+    cfg = TrainCfg(env=HumanoidImitationEnvCfg(action_reference=action_reference, future_steps=future_steps))
+    with pytest.raises(UsageError) as e:
+        check_values(cfg)
+    assert str(e.value).startswith(what)
+    cfg.env.action_reference = 0.0  # the default-pose map reads no reference frame
+    check_values(cfg)
+
+
+def test_a_run_is_resumed_only_with_its_action_map(tmp_path):
+    """A run saved before ``env.action_reference`` existed (default-pose map) is not resumed under the new default,
+    whose actions would mean other joint targets."""
+    from simppo.cli.train import check_same_action_map
+
+    register_configs()
+    cfg = TrainCfg(env=HumanoidImitationEnvCfg())
+    saved = tmp_path / "config.yaml"
+    saved.write_text("env:\n  name: humanoid_imitation\n  action_clip: 10.0\n")
+    with pytest.raises(UsageError) as e:
+        check_same_action_map(saved, cfg)
+    assert str(e.value) == (f"{saved}: the run was trained with env.action_reference=0; resume it with "
+                            "env.action_reference=0 (the policy's actions mean other joint targets otherwise)")
+    cfg.env.action_reference = 0.0
+    check_same_action_map(saved, cfg)
+    saved.write_text("env:\n  name: humanoid_imitation\n  action_reference: 1.0\n")
+    check_same_action_map(saved, TrainCfg(env=HumanoidImitationEnvCfg()))
 
 
 def test_wrong_types_and_unknown_keys_are_one_line(tmp_path):

@@ -314,7 +314,14 @@ def reference_state(ref: dict, qpos_start: int, dof_start: int, nq: int, nv: int
 
 
 def apply_actions(actions: torch.Tensor, default_joint_pos: torch.Tensor, action_scale: torch.Tensor,
-                  clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ctrl = default + scale * clip(a), clip(a)); ``default_joint_pos [A]`` or per env ``[N, A]``."""
+                  clip: float, ref_joint_pos: torch.Tensor | None = None, ref_weight: float = 0.0,
+                  nominal_joint_pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ctrl, clip(a)): ctrl = default + w * (ref - nominal) + scale * clip(a); ``default_joint_pos [A]`` or per env
+    ``[N, A]`` (nominal + calibration offset), ``ref_joint_pos [N, A]`` the reference one step ahead, ``nominal``
+    the robot's default pose ``[A]`` (``default_joint_pos`` when not given)."""
     a = f64(actions).clamp(-clip, clip)
-    return f64(default_joint_pos) + f64(action_scale) * a, a
+    offset = f64(default_joint_pos)
+    if ref_weight:
+        nominal = offset if nominal_joint_pos is None else f64(nominal_joint_pos)
+        offset = offset + ref_weight * (f64(ref_joint_pos) - nominal)
+    return offset + f64(action_scale) * a, a

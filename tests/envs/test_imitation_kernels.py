@@ -292,22 +292,35 @@ def test_reference_state_reset_partial_mask(env):
     assert pos_err.max() < 1e-3, pos_err.max()
 
 
-def test_apply_actions(env):
+@pytest.mark.parametrize("ref_weight", [None, 0.0, 0.5])  # None: the shipped default (the reference fed forward)
+def test_apply_actions(env, ref_weight):
     g = torch.Generator().manual_seed(5)
     clip = env.cfg.action_clip
+    shipped = env.params.action_ref_weight
+    w = shipped if ref_weight is None else ref_weight
+    assert ref_weight is not None or w == 1.0
     first = 8.0 * torch.randn(N, env.num_actions, generator=g)  # plenty beyond +-clip
     second = 8.0 * torch.randn(N, env.num_actions, generator=g)
     assert (first.abs() > clip).any() and (first.abs() < clip).any()
-    for raw, prev_clipped in ((first, None), (second, first.clamp(-clip, clip))):
-        old_actions = env.actions.clone()
-        env.policy_actions.copy_(raw)
-        apply_actions(env.params, env.buf, env.sim.state)
-        ctrl, clipped = R.apply_actions(raw, env.default_joint_pos, _const(env, "action_scale"), clip)
-        _assert_close(env.sim.ctrl, ctrl, "ctrl")
-        assert torch.equal(env.actions, clipped.float())
-        assert torch.equal(env.prev_actions, old_actions)
-        if prev_clipped is not None:
-            assert torch.equal(env.prev_actions, prev_clipped)
+    # the target is for the end of the step: the reference frame one control step ahead (future_steps[0] = 1)
+    one_step = 1 + list(env.cfg.future_steps).index(1)
+    ref_q = env.ref.dof_pos[:, one_step]
+    assert not torch.allclose(ref_q, env.ref.dof_pos[:, 0])
+    try:
+        env.params.action_ref_weight = w
+        for raw, prev_clipped in ((first, None), (second, first.clamp(-clip, clip))):
+            old_actions = env.actions.clone()
+            env.policy_actions.copy_(raw)
+            apply_actions(env.params, env.ref_wp, env.buf, env.sim.state)
+            ctrl, clipped = R.apply_actions(raw, env.default_joint_pos, _const(env, "action_scale"), clip,
+                                            ref_q, w, _const(env, "default_joint_pos"))
+            _assert_close(env.sim.ctrl, ctrl, "ctrl")
+            assert torch.equal(env.actions, clipped.float())
+            assert torch.equal(env.prev_actions, old_actions)
+            if prev_clipped is not None:
+                assert torch.equal(env.prev_actions, prev_clipped)
+    finally:
+        env.params.action_ref_weight = shipped
 
 
 def _geom_bottoms(m: mujoco.MjModel, d: mujoco.MjData, geoms: np.ndarray) -> np.ndarray:

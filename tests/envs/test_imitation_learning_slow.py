@@ -1,45 +1,35 @@
 """Learning checks on this CPU with the shipped defaults (no test-only overrides): 256 envs on the default
-backend (``sim=auto`` → MuJoCo C threads), a fixed budget of samples, then every clip played from t = 0.
+backend (``sim=auto`` → MuJoCo C threads), a fixed budget of samples, then every clip played from t = 0 by
+simppo-eval's evaluator (:func:`simppo.eval.metrics.evaluate_motions`, the mean action).
 
-Run by hand, one at a time (each ~16-18 minutes on 2 cores)::
+Run by hand, one at a time (each ~12 minutes on 2 cores)::
 
     pytest -m slow tests/envs/test_imitation_learning_slow.py -s -k walk_alone
     pytest -m slow tests/envs/test_imitation_learning_slow.py -s -k walk_squat_turn
     pytest -m slow tests/envs/test_imitation_learning_slow.py -s -k stand_sway
 
-``SIMPPO_SLOW_TRAIN_SAMPLES`` changes the budget (default 1.5 M samples, what 15 minutes gave on 2 AVX2 cores, so
-that every machine reaches the same verdict). Every iteration prints the wall time,
-samples, training body-position error and, every ``eval_every`` epochs, the periodic evaluation: the
-learning curve (error vs. wall time).
-
-Measured (2026-12-01, 2 cores, each check alone on the machine; played body error, all copies survive):
-- before the KL guard (``agent.target_kl=None``): walk_alone 253 iterations, 0.033 m; walk_squat_turn 215,
-  walk 0.037 / squat 0.058 / turn 0.051 m; stand_sway 222, 0.0096 m. ``turn`` at ~1.3 M samples is on the
-  edge: it failed at 171 and 210 iterations (4.2 s of 5.0 s) in earlier sessions and passed at 205 and 215.
-- with the default ``agent.target_kl=0.15``: walk_alone 239, 0.034 m; walk_squat_turn 249, walk 0.036 /
-  squat 0.050 / turn 0.040 m; stand_sway 251, 0.0097 m.
-- 2 Sapphire Rapids cores with AMX, ``agent.update_precision=auto`` → bf16 MLPs (2026-12-01, 45 min for the
-  three): walk_alone 486 iterations / 2.99 M samples, 0.028 m (MPJPE 168 mm); walk_squat_turn 486 / 2.99 M,
-  walk 0.029 / squat 0.033 / turn 0.042 m; stand_sway 473 / 2.91 M, 0.010 m (14 mm). Every copy of every clip
-  survives.
+Passing means every clip played to its end without a termination of the env (anchor height / orientation, end
+effector height, as in training) and an anchor-aligned body error (the reward's ``error/body_pos``) within the
+bound. ProtoMotions' success (also no global body error above 0.5 m at any step) is printed beside it: the
+shipped walk still drifts off the reference's path (``docs/learning.md``).
+``SIMPPO_SLOW_TRAIN_SAMPLES`` changes the budget (default 1.5 M samples), so that every machine reaches the same
+verdict. Every iteration prints the wall time, samples, training body-position error and, every ``eval_every``
+epochs, the periodic evaluation. Measured figures: ``docs/learning.md``.
 """
 
+import math
 import os
 import time
 
 import pytest
 
 from simppo.agent.runner import Runner
-from simppo.envs import make_env
-from simppo.eval.loading import build_eval_env
-from simppo.eval.metrics import clip_steps, evaluate_motions
 from simppo.eval.periodic import PeriodicEvaluator
 from simppo.motion.pack import pack_motions
 from simppo.paths import MOTIONS_DIR
-from tests.helpers import play_from_start, train_setup
+from tests.helpers import play_clips, train_setup
 
 TRAIN_SAMPLES = int(float(os.environ.get("SIMPPO_SLOW_TRAIN_SAMPLES", 1.5e6)))
-COPIES = 4  # deterministic plays per clip
 
 
 def train_and_play(tmp_path, clips: list[str]) -> dict[str, dict]:
@@ -77,18 +67,12 @@ def train_and_play(tmp_path, clips: list[str]) -> dict[str, dict]:
     runner.evaluator = logged_eval
     runner.train()
     samples = agent.step_count
-    # the acceptance metric: deterministic play from t = 0 on the training env's terminations, body-position
-    # error = mean tracked-body distance, anchor-aligned as in the reward (env.errors); plus global MPJPE
-    play_env = make_env(cfg.env, COPIES, device="cpu", seed=1, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
-                        motion_cfg=cfg.motion)
-    mpjpe = {r.name: r.mpjpe_global_mm for r in evaluate_motions(
-        build_eval_env(cfg, len(clips), "cpu"), agent.model.act_inference)}
-    out = {}
-    for i, name in enumerate(clips):
-        length = float(play_env.motion_lib.motion_lengths[i])
-        r = play_from_start(agent.model, play_env, i, clip_steps(length, play_env.dt))
-        out[name] = {"survived_all_frac": r["survived_all"], "survival_s": r["survival_s"], "length_s": length,
-                     "body_error_m": r["body_pos_error"], "mpjpe_global_mm": mpjpe[name]}
+    # asserted: the env's terminations alone (the pose tracked wherever the robot is); reported beside it:
+    # ProtoMotions' success, which also fails a play whose global body error passes 0.5 m (drift off the path)
+    out = {r.name: r.to_json() for r in play_clips(cfg, agent.model, len(clips), max_body_error_m=math.inf)}
+    for r in play_clips(cfg, agent.model, len(clips)):
+        out[r.name]["protomotions_success"] = r.success
+        out[r.name]["protomotions_failure"] = r.failure
     print(f"trained {agent.epoch} iterations, {samples} samples in {time.perf_counter() - t0:.0f} s: {out}",
           flush=True)
     return out
@@ -98,8 +82,8 @@ def train_and_play(tmp_path, clips: list[str]) -> dict[str, dict]:
 @pytest.mark.timeout(3600)
 def test_walk_alone(tmp_path):
     out = train_and_play(tmp_path, ["walk"])["walk"]
-    assert out["survived_all_frac"] == 1.0, out
-    assert out["body_error_m"] <= 0.06, out
+    assert out["success"], out
+    assert out["anchor_body_error_m"] <= 0.06, out
 
 
 @pytest.mark.slow
@@ -107,12 +91,12 @@ def test_walk_alone(tmp_path):
 def test_walk_squat_turn(tmp_path):
     out = train_and_play(tmp_path, ["walk", "squat", "turn"])
     for name, r in out.items():
-        assert r["survived_all_frac"] >= 0.75, (name, out)
-        assert r["body_error_m"] <= 0.08, (name, out)
+        assert r["success"], (name, out)
+        assert r["anchor_body_error_m"] <= 0.08, (name, out)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_stand_sway(tmp_path):
     out = train_and_play(tmp_path, ["stand_sway"])["stand_sway"]
-    assert out["survived_all_frac"] == 1.0, out
+    assert out["success"], out

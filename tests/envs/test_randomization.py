@@ -144,7 +144,7 @@ def test_pushes_come_on_their_interval(sim_cfg):
     env.reset_to(torch.zeros(N, dtype=torch.int32), torch.zeros(N))
     for step in range(1, 13):
         env.policy_actions.zero_()
-        apply_actions(env.params, env.buf, env.sim.state)
+        apply_actions(env.params, env.ref_wp, env.buf, env.sim.state)
         before = env.sim.qvel.clone()
         env.randomizer.push(env.sim.state)
         dv = env.sim.qvel - before
@@ -167,7 +167,7 @@ def test_pushes_come_on_their_interval(sim_cfg):
 
 def test_action_delay_and_offset_pose(sim_cfg):
     """``action_delay_steps=[2, 2]``: the actuators follow the action of two steps before, around each env's
-    offset default pose; a reset clears the history (the first two targets are the default pose)."""
+    offset default pose; a reset clears the history (the first two targets carry no action: the offset alone)."""
     r = RandomizationCfg(joint_pos_offset=[-0.1, 0.1], action_delay_steps=[2, 2])
     env = _env(sim_cfg, randomization=r)
     env.reset()
@@ -177,9 +177,11 @@ def test_action_delay_and_offset_pose(sim_cfg):
     actions = [torch.randn(N, env.num_actions, generator=g) for _ in range(5)]
     for t, a in enumerate(actions):
         env.policy_actions.copy_(a)
-        apply_actions(env.params, env.buf, env.sim.state)
+        apply_actions(env.params, env.ref_wp, env.buf, env.sim.state)
         delayed = actions[t - 2] if t >= 2 else torch.zeros_like(a)
-        want, _ = R.apply_actions(delayed, env.default_joint_pos, scale, env.cfg.action_clip)
+        ref_q = env.ref.dof_pos[:, 1 + list(env.cfg.future_steps).index(1)]
+        want, _ = R.apply_actions(delayed, env.default_joint_pos, scale, env.cfg.action_clip, ref_q,
+                                  env.cfg.action_reference, torch.tensor(env.sim.robot.default_joint_pos))
         torch.testing.assert_close(R.f64(env.sim.ctrl), want, atol=1e-5, rtol=0)
         assert torch.equal(env.actions, a.clamp(-env.cfg.action_clip, env.cfg.action_clip))  # observed: undelayed
     env.close()

@@ -39,6 +39,8 @@ def test_policy_json(exported, loaded_run):
     assert meta["joint_names"] == cfg.robot.joint_names
     assert meta["default_joint_pos"] == pytest.approx(cfg.robot.default_joint_pos)
     assert meta["action_scale"] == pytest.approx(cfg.robot.action_scale)
+    assert meta["action_reference"] == cfg.env.action_reference == 1.0  # the shipped map feeds the reference forward
+    assert "reference_joint_pos" in meta["joint_target"]
     assert len(meta["pd_gains"]["kp"]) == 29 and meta["pd_gains"]["kp"][0] == pytest.approx(40.1792)
     assert meta["pd_gains"]["kd"][0] == pytest.approx(2.5579)
     assert meta["control_dt"] == pytest.approx(0.02)
@@ -62,3 +64,16 @@ def test_missing_checkpoint(tmp_path, capsys):
     assert export_main([f"checkpoint={tmp_path / 'x.ckpt'}", f"out={tmp_path / 'o'}"]) == 2
     assert "x.ckpt" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_run_saved_before_the_feedforward_map_plays_with_the_default_pose_map(run_dir, tmp_path):
+    """A ``config.yaml`` without ``env.action_reference`` (written before the reference feed-forward) loads with
+    the map its policy was trained with (0: default pose + scale * action), not the new default."""
+    from simppo.eval.loading import load_train_config
+
+    text = (run_dir / "config.yaml").read_text()
+    assert "action_reference: 1.0" in text
+    old = tmp_path / "config.yaml"
+    old.write_text("\n".join(line for line in text.splitlines() if "action_reference" not in line) + "\n")
+    assert load_train_config(run_dir / "config.yaml").env.action_reference == 1.0
+    assert load_train_config(old).env.action_reference == 0.0

@@ -1,5 +1,7 @@
 """The metric functions against plain NumPy references on hand-made trajectories (no simulator)."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -38,10 +40,10 @@ def reference_trajectory(steps: int, bodies: int = 6, seed: int = 0) -> np.ndarr
 
 
 def run_accumulator(robot: np.ndarray, ref: np.ndarray, num_steps: list[int], q=None, ref_q=None,
-                    fail_bits=None) -> dict:
+                    fail_bits=None, **options) -> dict:
     """``robot`` / ``ref [T + 1, N, B, 3]`` and the env's ``fail_bits [T + 1, N]`` → the accumulator's ``finish()``."""
     steps, n = robot.shape[0] - 1, robot.shape[1]
-    acc = TrackingAccumulator(n, "cpu", DT)
+    acc = TrackingAccumulator(n, "cpu", DT, **options)
     acc.start(torch.tensor(robot[0]), torch.tensor(ref[0]), torch.tensor(num_steps))
     q = np.zeros((steps + 1, n, 3)) if q is None else q
     ref_q = np.zeros_like(q) if ref_q is None else ref_q
@@ -88,6 +90,25 @@ def test_errors_velocities_and_failure_match_numpy():
     aerr = np.linalg.norm(acc - ref_acc, axis=-1).mean(-1)[:, 0]
     np.testing.assert_allclose(out["acc_mps2"][0], aerr[:fail - 1].mean(), rtol=1e-5)
     np.testing.assert_allclose(out["max_error_m"][0], glob[played].max(), rtol=1e-6)
+
+
+def test_without_the_body_error_rule_a_drift_fails_only_on_a_termination():
+    """``max_body_error_m=inf``: the same drifting play as above succeeds until the env flags a termination, and its
+    errors are averaged over every step played."""
+    steps = 60
+    ref = reference_trajectory(steps, seed=3)[:, None]
+    t = np.arange(steps + 1)[:, None, None, None] * DT
+    robot = ref + np.array([1.0, 0.0, 0.0]) * t ** 2 * 3.0
+    glob = np.linalg.norm(robot - ref, axis=-1).mean(-1)[:, 0]
+    assert glob.max() > 0.5
+    out = run_accumulator(robot, ref, [steps], max_body_error_m=math.inf)
+    assert out["success"] == [True] and out["survival_steps"] == [steps]
+    np.testing.assert_allclose(out["mpjpe_global_m"][0], glob[1:].mean(), rtol=1e-6)
+    bits = np.zeros((steps + 1, 1), np.int32)
+    bits[50, 0] = CAUSE_BIT["anchor_height"]
+    out = run_accumulator(robot, ref, [steps], fail_bits=bits, max_body_error_m=math.inf)
+    assert out["success"] == [False] and out["fail_step"] == [50]
+    assert cause_names(out["fail_mask"][0]) == "anchor_height"
 
 
 def test_termination_and_unstable_causes_are_reported_in_order():

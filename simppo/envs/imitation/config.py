@@ -106,6 +106,10 @@ class HumanoidImitationEnvCfg:
     max_episode_length_s: float = 20.0
     truncate_at_clip_end: bool = True  # False: keep tracking the clip's last frame after it ends (evaluation)
     action_clip: float = 10.0
+    # position target = offset + action_scale * action, offset = default pose + action_reference * (the reference's
+    # joint angles one control step ahead - default pose): 1 feeds the reference forward, so the policy learns a
+    # correction of the motion rather than the motion itself; 0 is the plain default-pose map
+    action_reference: float = 1.0
     privileged_critic: bool = True  # the critic also sees reference and body velocities
     soft_joint_limit_factor: float = 0.9
     kinematic_replay: bool = False  # write the reference into the simulator instead of stepping physics

@@ -58,6 +58,9 @@ class HumanoidImitationEnv(VecEnv):
         self.dt = self.sim.control_dt
         self._check_layout()
         spec.obs_set(cfg.observations)  # a clear error for an unknown set
+        if not 0.0 <= cfg.action_reference <= 1.0 or (cfg.action_reference > 0.0 and 1 not in cfg.future_steps):
+            raise ValueError(f"env.action_reference={cfg.action_reference}: must be in [0, 1], and above 0 needs 1 "
+                             f"in env.future_steps (got {list(cfg.future_steps)})")
 
         self.num_actions = nj = len(r.joint_qpos_adr)
         self.joint_qpos_start = int(r.joint_qpos_adr[0])
@@ -197,6 +200,8 @@ class HumanoidImitationEnv(VecEnv):
         p.root_id, p.anchor_id = self.root_id, self.anchor_id
         p.joint_qpos_start, p.joint_dof_start = self.joint_qpos_start, self.joint_dof_start
         p.action_clip = float(cfg.action_clip)
+        p.action_ref_weight = float(cfg.action_reference)
+        p.action_ref_frame = 1 + list(cfg.future_steps).index(1) if 1 in cfg.future_steps else 0
         t = cfg.terminations
         p.anchor_height, p.anchor_ori, p.ee_height = float(t.anchor_height), float(t.anchor_ori), float(t.ee_height)
         p.max_episode_steps, p.truncate_at_clip_end = self.max_episode_steps, int(cfg.truncate_at_clip_end)
@@ -278,7 +283,7 @@ class HumanoidImitationEnv(VecEnv):
     @on_torch_stream
     def step(self, actions: torch.Tensor):
         self.policy_actions.copy_(actions.detach())
-        apply_actions(self.params, self.buf, self.sim.state)
+        apply_actions(self.params, self.ref_wp, self.buf, self.sim.state)
         self.episode_length += 1
         self.times += self.dt
         self._query_reference()

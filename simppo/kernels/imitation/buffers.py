@@ -36,6 +36,8 @@ class ImitationParams:
     joint_qpos_start: int
     joint_dof_start: int
     action_clip: float
+    action_ref_weight: float  # share of the reference's joint angles in the action offset (0: default pose)
+    action_ref_frame: int  # the ref frame one control step ahead (the action's target time)
     anchor_height: float
     anchor_ori: float
     ee_height: float

@@ -1,0 +1,149 @@
+"""Learning per sample: train ``env=humanoid_imitation`` with the shipped defaults on a motion set, and at fixed
+sample counts play every motion from t = 0 with ``simppo-eval``'s evaluator.
+
+    python benchmarks/learning.py MOTIONS... [--samples 0.5e6,1e6,2e6,5e6] [--num-envs 256] [--seed 0]
+        [--out DIR] [-- HYDRA_OVERRIDES...]
+
+``MOTIONS``: packs, motion files or YAML manifests (as ``simppo-pack`` takes them; not packs are packed into
+``DIR/pack`` first), e.g. real clips you hold by path (never committed). Everything after ``--`` is passed to the
+training config as ``simppo-train`` overrides: that is how an ablation differs from the shipped defaults, e.g.
+``-- env.action_map=default``.
+
+At each sample count (the first iteration that reaches it) the run prints and appends to ``DIR/curve.jsonl``: the
+success rate (ProtoMotions' rule: no termination and a mean global body error under 0.5 m at every step), the
+survival fraction of clip time, global and root-relative MPJPE (mean over motions, mm; root-relative also over the
+tracked motions alone), the anchor-aligned body error, per motion success / survival / MPJPE, and the training
+samples/s of this machine (named in the first line). ``DIR/samples_<N>.ckpt`` is the checkpoint at that
+point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's config). The
+evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run stopped at
+any of its sample counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from simppo.cli.train import build_training
+from simppo.eval.loading import build_eval_env
+from simppo.eval.metrics import evaluate_motions, summarize
+from simppo.motion.pack import pack_motions
+
+
+def machine_name() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        amx = "amx_tile" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        amx = False
+    cores = len(__import__("os").sched_getaffinity(0))
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{cores} cores {model}{' (AMX)' if amx else ''}, {gpu}, {platform.python_version()}"
+
+
+def motion_pack(inputs: list[str], out: Path) -> str:
+    """One pack directory for ``inputs`` (an existing pack is used as it is)."""
+    if len(inputs) == 1 and (Path(inputs[0]) / "index.json").is_file():
+        return inputs[0]
+    pack_motions(inputs, str(out / "pack"), robot="g1", force=True)
+    return str(out / "pack")
+
+
+def build(overrides: list[str], device: str):
+    return build_training([*overrides, "logger=none", "progress_bar=false", "eval_every=0",
+                           "experiment_name=learning"], device)
+
+
+def evaluate(cfg, model, device: str, eval_env) -> tuple[dict, list]:
+    training = model.training
+    model.eval()
+    rng = torch.get_rng_state()
+    try:
+        results = evaluate_motions(eval_env, model.act_inference)
+    finally:
+        torch.set_rng_state(rng)
+        model.train(training)
+    return summarize(results), results
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    overrides = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("motions", nargs="+")
+    p.add_argument("--samples", default="0.5e6,1e6,2e6,5e6", help="comma-separated sample counts")
+    p.add_argument("--num-envs", type=int, default=256)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--eval-envs", type=int, default=16, help="motions played at a time")
+    p.add_argument("--out", default=None, help="output folder (default: a new temporary folder)")
+    args = p.parse_args(argv)
+    milestones = sorted(int(float(s)) for s in args.samples.split(","))
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="simppo_learning_"))
+    out.mkdir(parents=True, exist_ok=True)
+    pack = motion_pack(args.motions, out)
+    overrides = [f"motion.files=[{pack}]", f"num_envs={args.num_envs}", f"seed={args.seed}", *overrides]
+    print(f"machine: {machine_name()}; overrides: {overrides}; out: {out}", flush=True)
+
+    cfg, env, agent = build(overrides, args.device)
+    num_motions = env.motion_lib.num_motions
+    eval_env = build_eval_env(cfg, max(1, min(args.eval_envs, num_motions)), args.device)
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # simppo-eval reads it
+    runner = agent.loop(out, max_epochs=10 ** 9)
+    train_metrics: dict[str, float] = {}
+    curve = out / "curve.jsonl"
+    train_s, t_wall = 0.0, time.perf_counter()
+    for target in milestones:
+        while runner.step_count < target:
+            t0 = time.perf_counter()
+            train_metrics = runner.train_iteration()
+            train_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        s, results = evaluate(cfg, agent.model, args.device, eval_env)
+        eval_s = time.perf_counter() - t0
+        tracked = [r.mpjpe_local_mm for r in results if r.success]
+        row = {"samples": runner.step_count, "iterations": runner.epoch,
+               "train_samples_per_s": runner.step_count / train_s,
+               "success_rate": s["success_rate"], "survival_fraction": s["survival_fraction"],
+               "mpjpe_global_mm": s["mpjpe_global_mm"], "mpjpe_local_mm": s["mpjpe_local_mm"],
+               "mpjpe_local_mm_tracked": sum(tracked) / len(tracked) if tracked else None,
+               "anchor_body_error_m": s["anchor_body_error_m"], "failure_causes": s["failure_causes"],
+               "train_episode_length_s": train_metrics.get("episode/length", float("nan")) * env.dt,
+               "train_body_pos_error_m": train_metrics.get("error/body_pos"),
+               "eval_s": eval_s, "wall_s": time.perf_counter() - t_wall, "overrides": overrides,
+               "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
+                                    "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
+                                    "mpjpe_local_mm": round(r.mpjpe_local_mm, 1),
+                                    "failure": r.failure} for r in results}}
+        with curve.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        runner.save(f"samples_{target}.ckpt")
+        fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
+        print(f"samples {row['samples']:>9d} it {row['iterations']:5d} | success {fmt(row['success_rate'], '.2f')} "
+              f"survival {fmt(row['survival_fraction'], '.3f')} | MPJPE global {fmt(row['mpjpe_global_mm'], '.1f')} "
+              f"root-rel {fmt(row['mpjpe_local_mm'], '.1f')} (tracked {fmt(row['mpjpe_local_mm_tracked'], '.1f')}) mm"
+              f" | {row['train_samples_per_s']:.0f} samples/s | causes {row['failure_causes']} | training episodes "
+              f"{row['train_episode_length_s']:.2f} s", flush=True)
+        for name, m in row["motions"].items():
+            fail = f" failed at {m['failure']['time_s']:.2f} s ({m['failure']['cause']})" if m["failure"] else ""
+            print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "
+                  f"global {m['mpjpe_global_mm']:6.1f} root-rel {m['mpjpe_local_mm']:6.1f} mm{fail}", flush=True)
+    eval_env.close()
+    env.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""``benchmarks/learning.py`` end to end at a tiny budget: one row per sample count, each after that many samples,
+with the evaluator's metrics per clip, and a checkpoint that simppo-eval plays to the same result."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from simppo.paths import MOTIONS_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_curve_rows_and_checkpoints(tmp_path):
+    out = tmp_path / "bench"
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learning.py"), str(MOTIONS_DIR / "squat.csv"),
+                           str(MOTIONS_DIR / "walk.csv"), "--samples", "300,100", "--num-envs", "8", "--out", str(out),
+                           "--", "agent.num_steps=8"], capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
+    assert [r["iterations"] for r in rows] == [2, 5]  # 64 samples an iteration: first past 100, then past 300
+    assert [r["samples"] for r in rows] == [128, 320]
+    for r in rows:
+        assert set(r["motions"]) == {"squat", "walk"}
+        assert 0.0 <= r["success_rate"] <= 1.0 and 0.0 < r["survival_fraction"] <= 1.0
+        assert r["success_rate"] == sum(m["success"] for m in r["motions"].values()) / 2
+        assert r["mpjpe_global_mm"] > 0 and r["mpjpe_local_mm"] > 0
+        assert "agent.num_steps=8" in r["overrides"]
+    assert {p.name for p in out.glob("samples_*.ckpt")} == {"samples_100.ckpt", "samples_300.ckpt"}
+    played = subprocess.run([str(Path(sys.executable).parent / "simppo-eval"), f"checkpoint={out / 'samples_300.ckpt'}",
+                             f"out={tmp_path / 'eval'}"], capture_output=True, text=True, timeout=600, env=env)
+    assert played.returncode == 0, played.stderr[-3000:]
+    evaluated = {m["name"]: m for m in json.loads((tmp_path / "eval" / "eval.json").read_text())["motions"]}
+    for name, m in rows[-1]["motions"].items():
+        assert evaluated[name]["success"] == m["success"]
+        assert abs(evaluated[name]["mpjpe_global_mm"] - m["mpjpe_global_mm"]) < 0.1
