@@ -108,13 +108,12 @@ def check_values(cfg: TrainCfg) -> None:
     for key, value, ok, expected in rules:
         if not ok:
             raise UsageError(f"{key}={value}: must be {expected}")
-    action_reference = getattr(cfg.env, "action_reference", None)
-    if action_reference is not None:
-        if not 0.0 <= action_reference <= 1.0:
-            raise UsageError(f"env.action_reference={action_reference}: must be in [0, 1]")
-        if action_reference > 0.0 and 1 not in cfg.env.future_steps:
-            raise UsageError(f"env.action_reference={action_reference} needs 1 in env.future_steps (the reference "
-                             f"one control step ahead), got {list(cfg.env.future_steps)}")
+    if getattr(cfg.env, "action_reference", None) is not None:
+        from simppo.envs.imitation.config import action_reference_problem
+
+        problem = action_reference_problem(cfg.env)
+        if problem:
+            raise UsageError(problem)
     terminations = getattr(cfg.env, "terminations", None)
     if terminations is not None:
         from simppo.kernels.imitation.spec import cause_mask

@@ -120,3 +120,14 @@ class HumanoidImitationEnvCfg:
     sigmas: RewardSigmasCfg = field(default_factory=RewardSigmasCfg)
     terminations: TerminationCfg = field(default_factory=TerminationCfg)
     sampling: AdaptiveSamplingCfg = field(default_factory=AdaptiveSamplingCfg)
+
+
+def action_reference_problem(cfg: HumanoidImitationEnvCfg) -> str | None:
+    """What is wrong with ``cfg.action_reference`` (one line, naming the key), or ``None``."""
+    w, steps = cfg.action_reference, list(cfg.future_steps)
+    if not 0.0 <= w <= 1.0:
+        return f"env.action_reference={w}: must be in [0, 1]"
+    if w > 0.0 and 1 not in steps:
+        return (f"env.action_reference={w} needs 1 in env.future_steps (the reference one control step ahead), "
+                f"got {steps}")
+    return None

@@ -17,7 +17,7 @@ import torch
 import warp as wp
 
 from simppo.envs.base import VecEnv
-from simppo.envs.imitation.config import HumanoidImitationEnvCfg
+from simppo.envs.imitation.config import HumanoidImitationEnvCfg, action_reference_problem
 from simppo.envs.imitation.randomization import RNG_OBS_NOISE, Randomizer, rng_states
 from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.kernels.imitation import spec
@@ -58,9 +58,9 @@ class HumanoidImitationEnv(VecEnv):
         self.dt = self.sim.control_dt
         self._check_layout()
         spec.obs_set(cfg.observations)  # a clear error for an unknown set
-        if not 0.0 <= cfg.action_reference <= 1.0 or (cfg.action_reference > 0.0 and 1 not in cfg.future_steps):
-            raise ValueError(f"env.action_reference={cfg.action_reference}: must be in [0, 1], and above 0 needs 1 "
-                             f"in env.future_steps (got {list(cfg.future_steps)})")
+        problem = action_reference_problem(cfg)
+        if problem:
+            raise ValueError(problem)
 
         self.num_actions = nj = len(r.joint_qpos_adr)
         self.joint_qpos_start = int(r.joint_qpos_adr[0])
