@@ -34,7 +34,8 @@ from omegaconf import OmegaConf
 
 from simppo.cli.train import build_training
 from simppo.eval.loading import build_eval_env
-from simppo.eval.metrics import evaluate_motions, summarize
+from simppo.eval.metrics import summarize
+from simppo.eval.periodic import evaluate_policy
 from simppo.motion.pack import pack_motions
 
 
@@ -66,15 +67,8 @@ def build(overrides: list[str], device: str):
                            "experiment_name=learning"], device)
 
 
-def evaluate(cfg, model, device: str, eval_env) -> tuple[dict, list]:
-    training = model.training
-    model.eval()
-    rng = torch.get_rng_state()
-    try:
-        results = evaluate_motions(eval_env, model.act_inference)
-    finally:
-        torch.set_rng_state(rng)
-        model.train(training)
+def evaluate(model, eval_env) -> tuple[dict, list]:
+    results = evaluate_policy(eval_env, model)
     return summarize(results), results
 
 
@@ -112,7 +106,7 @@ def main() -> None:
             train_metrics = runner.train_iteration()
             train_s += time.perf_counter() - t0
         t0 = time.perf_counter()
-        s, results = evaluate(cfg, agent.model, args.device, eval_env)
+        s, results = evaluate(agent.model, eval_env)
         eval_s = time.perf_counter() - t0
         tracked = [r.mpjpe_local_mm for r in results if r.success]
         row = {"samples": runner.step_count, "iterations": runner.epoch,

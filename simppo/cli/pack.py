@@ -34,10 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="simppo-pack",
         description="Pack G1-style motion clips (CSV rows: root x,y,z, root quaternion, joint angles in the "
-        "robot's joint order; NPZ with fps + qpos or root_pos/root_quat/dof_pos; YAML manifests; "
+        "robot's joint order, e.g. Unitree's LAFAN1 retargets with --quat-order xyzw; NPZ with fps + qpos or "
+        "root_pos/root_quat/dof_pos; BeyondMimic / mjlab motion NPZ; ProtoMotions .motion files; YAML manifests; "
         "directories) into simppo motion shards plus index.json.",
     )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="csv / npz files, yaml manifests, directories")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="csv / npz / .motion files, yaml manifests, directories")
     p.add_argument("--robot", default="g1", help="robot config name or path (default: g1)")
     p.add_argument("--out", help="output pack directory (required unless --verify)")
     p.add_argument("--verify", action="store_true",
@@ -67,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="frames whose collision geometry reaches this far below z=0 (m) are lifted onto the floor with "
         "a warning; deeper is an error (default: 0.05)",
     )
+    p.add_argument("--recursive", action="store_true",
+                   help="directories: pack the motion files of every sub-directory too (named by their path)")
     p.add_argument("--allow-airborne", action="store_true",
                    help="accept clips that start (or mostly stay) in the air; without it they are refused")
     p.add_argument("--force", action="store_true",
@@ -92,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         joint_limit_tol=args.joint_limit_tol,
         ground_tol=args.ground_tol,
         allow_airborne=args.allow_airborne,
+        recursive=args.recursive,
     )
 
     def on_term(signum, frame):
@@ -115,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quiet:
         for w in res.warnings:
             print(f"simppo-pack: warning: {w}", file=sys.stderr)
+        for n in res.notes:
+            print(f"simppo-pack: note: {n}")
         print(
             f"simppo-pack: {res.num_motions} motions, {res.num_frames} frames, {len(res.shards)} shard(s) "
             f"-> {res.out_dir} ({res.seconds:.2f} s)"

@@ -11,6 +11,22 @@ from simppo.eval.loading import build_eval_env
 from simppo.eval.metrics import evaluate_motions, summarize
 
 
+def evaluate_policy(env, model) -> list:
+    """Every motion of ``env`` played from t = 0 with ``model``'s mean action (:func:`evaluate_motions`), without
+    touching the training: the model's train/eval mode and torch's random streams are restored afterwards."""
+    training = model.training
+    model.eval()
+    rng = torch.get_rng_state()  # the evaluation must not change the training's random stream
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try:
+        return evaluate_motions(env, model.act_inference)
+    finally:
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        model.train(training)
+
+
 class PeriodicEvaluator:
     """``evaluator(model) -> {"eval/...": float}``: survival fraction, success rate, MPJPE and, per motion,
     survival time and body-position error; ``eval/score`` (survival fraction − mean body error in metres:
@@ -28,17 +44,7 @@ class PeriodicEvaluator:
         self.max_logged_motions = max_logged_motions
 
     def __call__(self, model) -> dict[str, float]:
-        training = model.training
-        model.eval()
-        rng = torch.get_rng_state()  # the evaluation must not change the training's random stream
-        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-        try:
-            results = evaluate_motions(self.env, model.act_inference)
-        finally:
-            torch.set_rng_state(rng)
-            if cuda_rng is not None:
-                torch.cuda.set_rng_state_all(cuda_rng)
-            model.train(training)
+        results = evaluate_policy(self.env, model)
         s = summarize(results)
         body_error_m = (s["mpjpe_global_mm"] or 0.0) / 1000.0
         out = {"eval/survival_fraction": s["survival_fraction"], "eval/success_rate": s["success_rate"],

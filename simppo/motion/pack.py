@@ -1,13 +1,15 @@
-"""Pack motion clips (CSV / NPZ / YAML manifest / directories) into simppo motion shards.
+"""Pack motion clips (CSV / NPZ / mjlab NPZ / ProtoMotions .motion / YAML manifest / directories) into simppo
+motion shards.
 
 Pipeline per clip: read ``qpos`` rows (root pos, root quat, joints in the robot's standard order) →
 validate → optional resampling (lerp / slerp) to ``target_fps`` → MuJoCo C forward kinematics
 (``mj_kinematics``) → finite-difference velocities → foot contact labels → shard arrays.
 
 Errors are :class:`MotionPackError` with ``file:row:col`` (1-based; CSV rows are file lines, NPZ rows
-are frames; ``0`` when the error concerns the whole file or column). Inputs are never unpickled (NPZ
-members are parsed by hand: numeric dtypes only, sizes checked against the archive before reading;
-manifests use ``yaml.safe_load``).
+are frames; ``0`` when the error concerns the whole file or column). Inputs are never unpickled with
+pickle's own resolver (NPZ members are parsed by hand: numeric dtypes only, sizes checked against the archive
+before reading; ProtoMotions archives by :mod:`simppo.motion.torch_archive`, which resolves no name from the
+file; manifests use ``yaml.safe_load``). Readers of the dataset formats: :mod:`simppo.motion.importers`.
 
 Small defects are repaired with a warning and a count (:attr:`PackResult.warnings`): joint values
 beyond their range by at most ``joint_limit_tol`` are clamped into it, and frames whose geometry
@@ -37,6 +39,14 @@ from simppo.motion.format import (
     write_json_atomic,
     write_shard,
 )
+from simppo.motion.importers import (
+    PROTOMOTIONS_SUFFIX,
+    ClipRows,
+    ImportProblem,
+    body_agreement,
+    mjlab_npz_rows,
+    read_protomotions,
+)
 from simppo.motion.index import INDEX_FILE, PACK_FORMAT, read_pack_index, resolve_shard_paths
 from simppo.motion.kinematics import (
     RobotKinematics,
@@ -48,7 +58,8 @@ from simppo.motion.kinematics import (
 )
 from simppo.utils.files import staged_directory
 
-SUPPORTED_SUFFIXES = (".csv", ".npz")
+SUPPORTED_SUFFIXES = (".csv", ".npz", PROTOMOTIONS_SUFFIX)
+FORMATS = {"csv": ".csv", "npz": ".npz", "protomotions": PROTOMOTIONS_SUFFIX}  # manifest ``format`` → reader
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 
 
@@ -71,6 +82,7 @@ class PackOptions:
     ground_slack: float = 0.02  # m of penetration left as is (soft contacts push it out within a few steps)
     quat_norm_tol: float = 0.05  # |norm - 1| of an input root quaternion beyond this is an error
     float_height: float = 0.15  # m: lowest geom above this = the robot floats (orientation plausibility)
+    recursive: bool = False  # directories: walk their sub-directories too
     allow_airborne: bool = False  # a clip that starts (or mostly stays) in the air is meant to
     contact_height: float = 0.03  # m: foot lowest point below this ...
     contact_speed: float = 0.3  # m/s: ... and foot speed below this = contact
@@ -87,6 +99,11 @@ class ClipSource:
     quat_order: str | None = None
     where: str = ""  # manifest location for error messages
     row: int = 0
+    format: str | None = None  # a key of FORMATS; None: by the file's suffix
+
+    @property
+    def suffix(self) -> str:
+        return FORMATS[self.format] if self.format else self.path.suffix.lower()
 
 
 @dataclass
@@ -101,21 +118,26 @@ class Clip:
     rows: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # file row of each frame (1-based)
     quat_order: str = "wxyz"  # the order the input was read with
     warnings: list[str] = field(default_factory=list)  # repairs made (one line each)
+    notes: list[str] = field(default_factory=list)  # what the reader found (one line each)
+    file_body_pos: np.ndarray | None = None  # the file's own world body positions [T, B, 3], when it has them
 
 
 # ----------------------------------------------------------------------------- inputs
 
 
 def expand_inputs(inputs, opts: PackOptions) -> list[ClipSource]:
-    """Files, directories (``*.csv``/``*.npz`` inside, sorted) and YAML manifests → clip sources."""
+    """Files, directories (the motion files inside, sorted; with ``opts.recursive`` in every sub-directory too,
+    named by their path below the directory, e.g. ``walks/walk1``) and YAML manifests → clip sources."""
     out: list[ClipSource] = []
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in SUPPORTED_SUFFIXES)
+            found = p.rglob("*") if opts.recursive else p.iterdir()
+            files = sorted(f for f in found if f.is_file() and f.suffix.lower() in SUPPORTED_SUFFIXES)
             if not files:
-                raise MotionPackError(p, 0, 0, "directory holds no .csv or .npz motion files")
-            out.extend(ClipSource(f, f.stem) for f in files)
+                raise MotionPackError(p, 0, 0, f"directory holds no motion files ({', '.join(SUPPORTED_SUFFIXES)})"
+                                      + ("" if opts.recursive else "; --recursive walks its sub-directories"))
+            out.extend(ClipSource(f, f.relative_to(p).with_suffix("").as_posix()) for f in files)
         elif not p.exists():
             raise MotionPackError(p, 0, 0, "no such file or directory")
         elif p.suffix.lower() in MANIFEST_SUFFIXES:
@@ -123,7 +145,8 @@ def expand_inputs(inputs, opts: PackOptions) -> list[ClipSource]:
         elif p.suffix.lower() in SUPPORTED_SUFFIXES:
             out.append(ClipSource(p, p.stem))
         else:
-            raise MotionPackError(p, 0, 0, f"unsupported input type {p.suffix!r} (csv, npz, yaml, directory)")
+            raise MotionPackError(p, 0, 0, f"unsupported input type {p.suffix!r} (csv, npz, motion, yaml, "
+                                  "directory)")
     seen: dict[str, ClipSource] = {}
     for s in out:
         if s.name in seen:
@@ -150,7 +173,7 @@ def _read_manifest(path: Path) -> list[ClipSource]:
         ) from None
     defaults: dict = {}
     if isinstance(doc, dict):
-        defaults = {k: doc[k] for k in ("fps", "quat_order", "weight") if k in doc}
+        defaults = {k: doc[k] for k in ("fps", "quat_order", "weight", "format") if k in doc}
         entries = doc.get("motions")
     else:
         entries = doc
@@ -164,15 +187,20 @@ def _read_manifest(path: Path) -> list[ClipSource]:
             e = {"file": e}
         if not isinstance(e, dict) or not isinstance(e.get("file"), str) or not e["file"]:
             raise MotionPackError(path, i, 0, f"manifest entry {i} needs a 'file' (a path)")
-        unknown = set(e) - {"file", "name", "weight", "fps", "quat_order"}
+        unknown = set(e) - {"file", "name", "weight", "fps", "quat_order", "format"}
         if unknown:
             raise MotionPackError(path, i, 0, f"manifest entry {i}: unknown keys {sorted(unknown)}")
         f = Path(e["file"])
         f = f if f.is_absolute() else path.parent / f
         if not f.is_file():
             raise MotionPackError(path, i, 0, f"manifest entry {i}: no such file {f}")
-        if f.suffix.lower() not in SUPPORTED_SUFFIXES:
-            raise MotionPackError(path, i, 0, f"manifest entry {i}: unsupported file type {f.suffix!r}")
+        fmt = e.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: format must be one of {sorted(FORMATS)}, "
+                                  f"got {fmt!r}")
+        if fmt is None and f.suffix.lower() not in SUPPORTED_SUFFIXES:
+            raise MotionPackError(path, i, 0, f"manifest entry {i}: unsupported file type {f.suffix!r} (name a "
+                                  f"format: {sorted(FORMATS)})")
         e = {**defaults, **e}
         try:
             weight = float(e.get("weight", 1.0))
@@ -186,7 +214,7 @@ def _read_manifest(path: Path) -> list[ClipSource]:
         qo = e.get("quat_order")
         if qo is not None and qo not in ("wxyz", "xyzw"):
             raise MotionPackError(path, i, 0, f"manifest entry {i}: quat_order must be wxyz or xyzw")
-        out.append(ClipSource(f, str(e.get("name", f.stem)), weight, fps, qo, where=str(path), row=i))
+        out.append(ClipSource(f, str(e.get("name", f.stem)), weight, fps, qo, where=str(path), row=i, format=fmt))
     return out
 
 
@@ -267,9 +295,9 @@ def _read_csv(path: Path, ncols: int) -> tuple[np.ndarray, np.ndarray]:
     return arr, np.array(rows)
 
 
-def _npz_array(zf: zipfile.ZipFile, member: str, path: Path, key: str) -> np.ndarray:
-    """One array of an open NPZ archive, parsed without pickle: numeric dtypes only, at most 2-D, and
-    the announced size must match the member's size before anything is allocated."""
+def _npz_array(zf: zipfile.ZipFile, member: str, path: Path, key: str, max_ndim: int = 2) -> np.ndarray:
+    """One array of an open NPZ archive, parsed without pickle: numeric dtypes only, at most ``max_ndim``-D,
+    and the announced size must match the member's size before anything is allocated."""
     fmt = np.lib.format
     try:
         info = zf.getinfo(member)
@@ -283,8 +311,9 @@ def _npz_array(zf: zipfile.ZipFile, member: str, path: Path, key: str) -> np.nda
                 raise ValueError(f"unsupported .npy version {version}")
             if dtype.kind not in "biuf" or dtype.hasobject or dtype.fields is not None:
                 raise MotionPackError(path, 0, 0, f"{key}: dtype {dtype} is not a plain number type")
-            if len(shape) > 2:
-                raise MotionPackError(path, 0, 0, f"{key}: {len(shape)}-D array {shape}, expected at most 2-D")
+            if len(shape) > max_ndim:
+                raise MotionPackError(path, 0, 0, f"{key}: {len(shape)}-D array {shape}, expected at most "
+                                      f"{max_ndim}-D")
             nbytes = math.prod(shape) * dtype.itemsize
             if nbytes > MAX_CLIP_BYTES:
                 raise MotionPackError(path, 0, 0, f"{key}: array {shape} of {nbytes} bytes is too large")
@@ -304,7 +333,9 @@ def _npz_array(zf: zipfile.ZipFile, member: str, path: Path, key: str) -> np.nda
     return a.astype(np.float64)
 
 
-def _read_npz(path: Path, ncols: int) -> tuple[np.ndarray, float | None]:
+def _read_npz(path: Path, ncols: int) -> ClipRows:
+    """simppo's NPZ (``qpos``, or ``root_pos`` / ``root_quat`` / ``dof_pos``; optional ``fps``) or a
+    BeyondMimic / mjlab motion NPZ (``joint_pos``, ``body_pos_w``, ``body_quat_w``, ``fps``)."""
     _check_size(path)
     try:
         zf = zipfile.ZipFile(path)
@@ -314,8 +345,8 @@ def _read_npz(path: Path, ncols: int) -> tuple[np.ndarray, float | None]:
     with zf:
         members = {n[:-4]: n for n in zf.namelist() if n.endswith(".npy")}
 
-        def load(key: str) -> np.ndarray:
-            return _npz_array(zf, members[key], path, key)
+        def load(key: str, max_ndim: int = 2) -> np.ndarray:
+            return _npz_array(zf, members[key], path, key, max_ndim)
 
         fps = None
         if "fps" in members:
@@ -335,17 +366,31 @@ def _read_npz(path: Path, ncols: int) -> tuple[np.ndarray, float | None]:
             if len({a.shape[0] for a in parts}) != 1:
                 raise MotionPackError(path, 0, 0, "root_pos, root_quat and dof_pos have different frame counts")
             q = np.concatenate(parts, axis=1)
+        elif all(k in members for k in ("joint_pos", "body_pos_w", "body_quat_w")):
+            arrays = {k: load(k, 3) for k in ("joint_pos", "body_pos_w", "body_quat_w")}
+            try:
+                rows = mjlab_npz_rows(arrays, ncols - 7)
+            except ImportProblem as e:
+                raise MotionPackError(path, 0, 0, str(e)) from None
+            rows.fps = fps
+            return rows
         else:
-            raise MotionPackError(path, 0, 0, "npz needs 'qpos' or 'root_pos', 'root_quat', 'dof_pos'")
+            raise MotionPackError(path, 0, 0, "npz needs 'qpos', or 'root_pos', 'root_quat', 'dof_pos', or (mjlab) "
+                                  "'joint_pos', 'body_pos_w', 'body_quat_w'")
     if q.ndim != 2:
         raise MotionPackError(path, 0, 0, f"qpos must be 2-D [frames, {ncols}], got shape {q.shape}")
-    if q.shape[0] == 0:
-        raise MotionPackError(path, 0, 0, "empty clip: no frames")
-    if q.shape[1] != ncols:
-        raise MotionPackError(
-            path, 1, min(q.shape[1], ncols) + 1, f"expected {ncols} columns for this robot, got {q.shape[1]}"
-        )
-    return q, fps
+    return ClipRows(q, fps)
+
+
+def _read_protomotions(path: Path, ncols: int) -> ClipRows:
+    _check_size(path)
+    try:
+        rows = read_protomotions(path, ncols - 7, MAX_CLIP_BYTES)
+    except ImportProblem as e:
+        raise MotionPackError(path, 0, 0, str(e)) from None
+    if fps_problem(rows.fps):
+        raise MotionPackError(path, 0, 0, f"fps: {fps_problem(rows.fps)}")
+    return rows
 
 
 def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Clip:
@@ -353,13 +398,19 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
     D = robot.num_dofs
     ncols = 7 + D
     path = src.path
-    if path.suffix.lower() == ".csv":
+    if src.suffix == ".csv":
         vals, rows = _read_csv(path, ncols)
-        fps = src.fps or opts.fps
+        fps, file_order, read = src.fps or opts.fps, None, None
     else:
-        vals, fps_file = _read_npz(path, ncols)
+        read = _read_npz(path, ncols) if src.suffix == ".npz" else _read_protomotions(path, ncols)
+        vals, file_order = read.values, read.quat_order
+        if vals.shape[0] == 0:
+            raise MotionPackError(path, 0, 0, "empty clip: no frames")
+        if vals.shape[1] != ncols:
+            raise MotionPackError(path, 1, min(vals.shape[1], ncols) + 1,
+                                  f"expected {ncols} columns for this robot, got {vals.shape[1]}")
         rows = np.arange(1, vals.shape[0] + 1)
-        fps = src.fps or (fps_file if fps_file is not None else opts.fps)
+        fps = src.fps or (read.fps if read.fps is not None else opts.fps)
     if fps_problem(fps):
         raise MotionPackError(path, 0, 0, f"fps: {fps_problem(fps)}")
     bad = np.argwhere(~np.isfinite(vals))
@@ -368,7 +419,7 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
         raise MotionPackError(path, rows[r], c + 1, f"non-finite value {vals[r, c]}")
     if vals.shape[0] < 2:
         raise MotionPackError(path, rows[0], 0, "empty clip: need at least 2 frames")
-    order = src.quat_order or opts.quat_order
+    order = src.quat_order or file_order or opts.quat_order  # a manifest entry, the format, the option
     q = vals[:, 3:7]
     norms = np.linalg.norm(q, axis=1)
     zero = np.nonzero(norms < 1e-6)[0]
@@ -410,7 +461,11 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
             f"into it (largest: {robot.input_joint_names[j]} by {viol[r, j]:.4f} rad at row {rows[r]})")
         dof_in = np.clip(dof_in, lo, hi)
     qpos = np.concatenate([vals[:, :3], q, dof_in[:, robot.input_to_qpos]], axis=1)
-    return Clip(src.name, float(fps), qpos, src.weight, str(path), rows, order, warnings)
+    clip = Clip(src.name, float(fps), qpos, src.weight, str(path), rows, order, warnings)
+    if read is not None:
+        clip.notes = [f"{path}: {n}" for n in read.notes]
+        clip.file_body_pos = read.body_pos
+    return clip
 
 
 # ----------------------------------------------------------------------------- processing
@@ -567,10 +622,19 @@ class PackResult:
     num_frames: int
     seconds: float
     warnings: list[str] = field(default_factory=list)  # repairs made while packing, one line each
+    notes: list[str] = field(default_factory=list)  # what the readers found (skipped entries, body agreement)
+
+
+def check_body_agreement(clip: Clip, robot: RobotKinematics) -> None:
+    """A note in ``clip.notes``: how far the robot's kinematics of the read frames are from the file's own world
+    body positions (when the file has them)."""
+    if clip.file_body_pos is not None:
+        fk = robot.forward(clip.qpos, with_ground=False)
+        clip.notes.append(f"{clip.source}: {body_agreement(clip.file_body_pos, fk['body_pos'], robot.body_names)}")
 
 
 def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions,
-                warnings: list[str]) -> tuple:
+                warnings: list[str], notes: list[str]) -> tuple:
     shard_entries, shard_paths = [], []
     total_frames = 0
     per = max(1, int(opts.max_motions_per_shard))
@@ -579,8 +643,10 @@ def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, op
         start = 0
         for src in sources[s0 : s0 + per]:
             clip = read_clip(src, robot, opts)
+            check_body_agreement(clip, robot)
             arrays = process_clip(clip, robot, opts)
             warnings.extend(clip.warnings)
+            notes.extend(clip.notes)
             T = arrays["root_pos"].shape[0]
             metas.append(MotionMeta(clip.name, clip.fps, start, T, clip.weight, Path(clip.source).name))
             chunks.append(arrays)
@@ -696,8 +762,9 @@ def pack_motions(
             raise MotionPackError(out_dir, 0, 0, "output directory exists; pass --force to replace it")
     rk = robot if isinstance(robot, RobotKinematics) else RobotKinematics.from_robot(robot)
     warnings: list[str] = []
+    notes: list[str] = []
     # complete, or nothing: an old pack stays until the new one is whole
     with staged_directory(out_dir, may_replace=out_dir.exists()) as tmp:
-        shard_paths, total_frames = _write_pack(tmp, sources, rk, opts, warnings)
+        shard_paths, total_frames = _write_pack(tmp, sources, rk, opts, warnings, notes)
     return PackResult(out_dir, [out_dir / p for p in shard_paths], len(sources), total_frames,
-                      time.perf_counter() - t0, warnings)
+                      time.perf_counter() - t0, warnings, notes)

@@ -240,13 +240,14 @@ def tracking_errors(rs: dict, ref: dict, tracked: list[int], anchor_id: int,
 # ------------------------------------------------------------------ terminations
 def termination_errors(rs: dict, ref: dict, ee_ids: list[int], anchor_id: int) -> dict[str, torch.Tensor]:
     """The quantities compared with the thresholds: anchor height error ``[N]``, anchor gravity-z error
-    ``[N]`` and end-effector height errors ``[N, E]``."""
+    ``[N]``, end-effector height errors ``[N, E]`` and the mean world-frame distance of all bodies ``[N]``."""
     a = anchor_id
     ref_a_pos, ref_a_quat = ref["body_pos_w"][:, 0, a - 1], ref["body_quat_w"][:, 0, a - 1]
     return {
         "anchor_height": (ref_a_pos[:, 2] - rs["xpos"][:, a, 2]).abs(),
         "anchor_ori": (_grav(ref_a_quat)[:, 2] - _grav(rs["xquat"][:, a])[:, 2]).abs(),
         "ee_height": (ref["body_pos_w"][:, 0, [e - 1 for e in ee_ids], 2] - rs["xpos"][:, ee_ids, 2]).abs(),
+        "body_pos": (ref["body_pos_w"][:, 0] - rs["xpos"][:, 1:]).norm(dim=-1).mean(-1),
     }
 
 
@@ -258,6 +259,7 @@ def terminations(errs: dict, unstable: torch.Tensor, motion_ids: torch.Tensor, t
         (errs["anchor_height"] > cfg.anchor_height)
         | (errs["anchor_ori"] > cfg.anchor_ori)
         | (errs["ee_height"] > cfg.ee_height).any(-1)
+        | (errs["body_pos"] > cfg.body_pos)
         | (unstable.cpu() != 0)
     )
     # times and lengths compared as the float32 values they are
@@ -273,6 +275,7 @@ def end_conditions(errs: dict, unstable: torch.Tensor, truncated_clip_end: torch
         ("anchor_height", errs["anchor_height"] > cfg.anchor_height),
         ("anchor_ori", errs["anchor_ori"] > cfg.anchor_ori),
         ("ee_height", (errs["ee_height"] > cfg.ee_height).any(-1)),
+        ("body_pos", errs["body_pos"] > cfg.body_pos),
         ("unstable", unstable.cpu() != 0),
         ("clip_end", truncated_clip_end),
         ("timeout", timeout),

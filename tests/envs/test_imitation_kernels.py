@@ -15,7 +15,7 @@ from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
 from simppo.envs.imitation.config import DeployRandomizationCfg
 from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
 from simppo.kernels.imitation.actions import apply_actions
-from simppo.kernels.imitation.spec import CAUSE_CODE, ERROR_NAMES, TRACKING_NAMES, cause_mask
+from simppo.kernels.imitation.spec import CAUSE_CODE, END_CAUSES, ERROR_NAMES, TRACKING_NAMES, cause_mask
 from simppo.kernels.imitation.spec import REWARD_NAMES as REWARD_TERMS
 from simppo.kernels.imitation.terminations import compute_terminations
 from tests.envs import imitation_reference as R
@@ -266,6 +266,20 @@ def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
     assert env.terminated.cpu().tolist() == [c == "unstable" for c in causes]
     assert env.truncated.cpu().tolist() == [c == "timeout" for c in causes]
     assert "unstable" in causes and None in causes
+
+    # the global drift (off by default) ends an episode where the mean distance of all bodies exceeds its threshold
+    sorted_drift = errs["body_pos"].sort().values
+    drift_cfg = replace(tcfg, body_pos=float(sorted_drift[N // 2 - 1:N // 2 + 1].mean()))  # between two envs
+    assert ((errs["body_pos"] - drift_cfg.body_pos).abs() > 1e-4).all()
+    monkeypatch.setattr(env.params, "body_pos", drift_cfg.body_pos)
+    monkeypatch.setattr(env.params, "ending_causes", cause_mask(END_CAUSES))
+    compute_terminations(env.sim.state, env.ref_wp, env.params, env.buf)
+    drift = errs["body_pos"] > drift_cfg.body_pos
+    assert 0 < int(drift.sum()) < N
+    assert env.fail_bits.cpu().tolist() == R.fail_bits(errs, env.sim.unstable, clip_end, timeout, drift_cfg)
+    causes = R.end_causes(errs, env.sim.unstable, clip_end, timeout, drift_cfg)
+    assert env.term_cause.cpu().tolist() == [0 if c is None else CAUSE_CODE[c] for c in causes]
+    assert "body_pos" in causes
 
 
 def test_reference_state_reset_partial_mask(env):

@@ -264,9 +264,13 @@ def test_corrupt_pack_index(tmp_path):
 # ----------------------------------------------------------------------------- no pickle, anywhere
 
 
+RESTRICTED_UNPICKLER = "simppo/motion/torch_archive.py"
+
+
 def test_no_reader_unpickles():
     """Every loader in simppo is pickle-free: ``np.load(..., allow_pickle=False)``, ``yaml.safe_load``,
-    ``torch.load(..., weights_only=True)``; no ``pickle`` import."""
+    ``torch.load(..., weights_only=True)``; no ``pickle`` import but in the torch-archive reader, whose unpickler
+    resolves every name itself (``find_class`` never reaches pickle's own, nor an import)."""
     pkg = Path(simppo.__file__).parent
     files = sorted(pkg.rglob("*.py"))
     for extra in ("tools", "benchmarks"):  # the repository's scripts, when running from a checkout
@@ -281,6 +285,10 @@ def test_no_reader_unpickles():
             if "weights_only=True" not in m["args"]:
                 problems.append(f"{f}: {m[0]}")
         problems += [f"{f}: {m[0]}" for m in re.finditer(r"\byaml\.(load|unsafe_load|full_load)\(", src)]
-        problems += [f"{f}: {m[0]}" for m in re.finditer(r"^\s*(import|from)\s+(c?pickle|dill|joblib)\b", src, re.M)]
+        if f.relative_to(pkg.parent).as_posix() == RESTRICTED_UNPICKLER:
+            assert "def find_class" in src and not re.search(r"super\(\)\.find_class|import_module|__import__", src)
+        else:
+            problems += [f"{f}: {m[0]}" for m in re.finditer(r"^\s*(import|from)\s+(c?pickle|dill|joblib)\b", src,
+                                                              re.M)]
         problems += [f"{f}: {m[0]}" for m in re.finditer(r"allow_pickle\s*=\s*True|weights_only\s*=\s*False", src)]
     assert not problems, problems

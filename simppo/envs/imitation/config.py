@@ -26,6 +26,9 @@ class TerminationCfg:
     anchor_height: float = 0.25  # |ref - robot| anchor height (m)
     anchor_ori: float = 0.8  # |ref - robot| z component of gravity in the anchor frame
     ee_height: float = 0.25  # |ref - robot| height of any end effector (m)
+    # mean world-frame distance of all bodies to the reference's (m): the global drift that fails a play from t = 0
+    # (ProtoMotions' success rule: 0.5 m); inf: off
+    body_pos: float = float("inf")
     # the causes (spec.END_CAUSES) that end an episode; the env flags every cause in fail_bits either way
     end_causes: list[str] = field(default_factory=lambda: list(END_CAUSES))
 

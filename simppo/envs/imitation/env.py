@@ -204,6 +204,7 @@ class HumanoidImitationEnv(VecEnv):
         p.action_ref_frame = 1 + list(cfg.future_steps).index(1) if 1 in cfg.future_steps else 0
         t = cfg.terminations
         p.anchor_height, p.anchor_ori, p.ee_height = float(t.anchor_height), float(t.anchor_ori), float(t.ee_height)
+        p.body_pos = float(t.body_pos)
         p.max_episode_steps, p.truncate_at_clip_end = self.max_episode_steps, int(cfg.truncate_at_clip_end)
         p.ending_causes = spec.cause_mask(t.end_causes)
         return p

@@ -41,6 +41,7 @@ class ImitationParams:
     anchor_height: float
     anchor_ori: float
     ee_height: float
+    body_pos: float  # mean world-frame distance of all bodies (m)
     max_episode_steps: int
     truncate_at_clip_end: int
     ending_causes: int  # spec.CAUSE_BIT of the causes that end an episode

@@ -165,7 +165,7 @@ ERROR_INDEX = {name: i for i, name in enumerate(ERROR_NAMES)}
 
 # Why an episode ended (``term_cause``): 0 = it did not; terminations first (the first that fires, in
 # this order), then truncations (bootstrapped).
-TERMINATION_CAUSES = ("anchor_height", "anchor_ori", "ee_height", "unstable")
+TERMINATION_CAUSES = ("anchor_height", "anchor_ori", "ee_height", "body_pos", "unstable")
 TRUNCATION_CAUSES = ("clip_end", "timeout")
 END_CAUSES = TERMINATION_CAUSES + TRUNCATION_CAUSES
 CAUSE_CODE = {name: i + 1 for i, name in enumerate(END_CAUSES)}

@@ -11,6 +11,7 @@ from simppo.kernels.types import SimState
 ANCHOR_HEIGHT = wp.constant(CAUSE_CODE["anchor_height"])
 ANCHOR_ORI = wp.constant(CAUSE_CODE["anchor_ori"])
 EE_HEIGHT = wp.constant(CAUSE_CODE["ee_height"])
+BODY_POS = wp.constant(CAUSE_CODE["body_pos"])
 UNSTABLE = wp.constant(CAUSE_CODE["unstable"])
 CLIP_END = wp.constant(CAUSE_CODE["clip_end"])
 TIMEOUT = wp.constant(CAUSE_CODE["timeout"])
@@ -20,11 +21,11 @@ TIMEOUT = wp.constant(CAUSE_CODE["timeout"])
 def _terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers):
     """Every end cause of ``spec.END_CAUSES`` is tested: anchor height error, anchor orientation error
     (difference of the z components of gravity projected into the anchor frames), any end-effector height error
-    above its threshold, an unstable simulator world, the clip's end (``times >= motion length``, when
-    ``truncate_at_clip_end``), ``episode_length >= max_episode_steps``. Reference at slot 0; motion body ``b`` =
-    MuJoCo body ``b + 1``.
+    above its threshold, the mean world-frame distance of all bodies above its threshold (global drift), an
+    unstable simulator world, the clip's end (``times >= motion length``, when ``truncate_at_clip_end``),
+    ``episode_length >= max_episode_steps``. Reference at slot 0; motion body ``b`` = MuJoCo body ``b + 1``.
 
-    # Data in: sim.xpos, sim.xquat, sim.unstable; ref.body_pos_w, ref.body_quat_w (slot 0); buf.times,
+    # Data in: sim.xpos, sim.xquat, sim.unstable; ref.body_pos_w (slot 0, every body), ref.body_quat_w; buf.times,
     #   buf.motion_ids, buf.episode_length; p.anchor_id, p.ee_ids, the thresholds, p.ending_causes
     # Data out: buf.fail_bits (every cause that holds), buf.term_cause (the first, in spec order, of those in
     #   p.ending_causes; 0: none), buf.terminated (a termination cause ends it), buf.truncated (a time-out does)
@@ -38,6 +39,10 @@ def _terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitati
     for k in range(p.ee_ids.shape[0]):
         bid = p.ee_ids[k]
         ee_failed = ee_failed or wp.abs(ref.body_pos_w[env, 0, bid - 1][2] - sim.xpos[env, bid][2]) > p.ee_height
+    num_bodies = ref.body_pos_w.shape[2]
+    dist_sum = float(0.0)
+    for b in range(num_bodies):
+        dist_sum += wp.length(ref.body_pos_w[env, 0, b] - sim.xpos[env, b + 1])
     bits = int(0)
     if wp.abs(ref_anchor_pos[2] - sim.xpos[env, a][2]) > p.anchor_height:
         bits = bits | (1 << (ANCHOR_HEIGHT - 1))
@@ -45,6 +50,8 @@ def _terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitati
         bits = bits | (1 << (ANCHOR_ORI - 1))
     if ee_failed:
         bits = bits | (1 << (EE_HEIGHT - 1))
+    if dist_sum > p.body_pos * float(num_bodies):
+        bits = bits | (1 << (BODY_POS - 1))
     if sim.unstable[env] != 0:
         bits = bits | (1 << (UNSTABLE - 1))
     if p.truncate_at_clip_end != 0 and buf.times[env] >= p.motion_lengths[buf.motion_ids[env]]:
