@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--recursive", action="store_true",
                    help="directories: pack the motion files of every sub-directory too (named by their path)")
+    p.add_argument("--mirror", action="store_true",
+                   help="add every clip's left-right mirror image as <name>_mirror (the robot config's mirror map)")
     p.add_argument("--allow-airborne", action="store_true",
                    help="accept clips that start (or mostly stay) in the air; without it they are refused")
     p.add_argument("--force", action="store_true",
@@ -97,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         ground_tol=args.ground_tol,
         allow_airborne=args.allow_airborne,
         recursive=args.recursive,
+        mirror=args.mirror,
     )
 
     def on_term(signum, frame):

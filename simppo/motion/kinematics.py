@@ -151,6 +151,7 @@ class RobotKinematics:
     model: mujoco.MjModel
     feet: list[str] = field(default_factory=list)
     input_joint_names: list[str] | None = None
+    mirror_map: tuple[list[int], list[float]] | None = None  # (partner, sign) in input order (RobotCfg.mirror_map)
 
     def __post_init__(self):
         m = self.model
@@ -175,6 +176,12 @@ class RobotKinematics:
         # dof_pos_qpos_order = dof_pos_input_order[:, self.input_to_qpos]
         self.input_to_qpos = np.array([self.input_joint_names.index(n) for n in self.joint_names])
         self.qpos_to_input = np.array([pos[n] for n in self.input_joint_names])
+        self.mirror_partner = self.mirror_sign = None  # in qpos order; None: no mirror map
+        if self.mirror_map is not None:
+            partner_in, sign_in = self.mirror_map
+            names = self.input_joint_names
+            self.mirror_partner = np.array([pos[names[partner_in[names.index(n)]]] for n in self.joint_names])
+            self.mirror_sign = np.array([sign_in[names.index(n)] for n in self.joint_names], dtype=np.float64)
         jr = np.array([m.jnt_range[j] for j in hinge])
         limited = np.array([bool(m.jnt_limited[j]) for j in hinge])
         self.joint_lower = np.where(limited, jr[:, 0], -np.inf)
@@ -213,6 +220,7 @@ class RobotKinematics:
             model=load_mj_model(cfg),
             feet=list(cfg.feet),
             input_joint_names=list(cfg.joint_names),
+            mirror_map=cfg.mirror_map(),
         )
 
     def forward(self, qpos: np.ndarray, with_ground: bool = True) -> dict[str, np.ndarray]:

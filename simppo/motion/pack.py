@@ -56,6 +56,7 @@ from simppo.motion.kinematics import (
     quat_make_continuous,
     quat_slerp,
 )
+from simppo.motion.mirror import mirror_qpos
 from simppo.utils.files import staged_directory
 
 SUPPORTED_SUFFIXES = (".csv", ".npz", PROTOMOTIONS_SUFFIX)
@@ -83,6 +84,7 @@ class PackOptions:
     quat_norm_tol: float = 0.05  # |norm - 1| of an input root quaternion beyond this is an error
     float_height: float = 0.15  # m: lowest geom above this = the robot floats (orientation plausibility)
     recursive: bool = False  # directories: walk their sub-directories too
+    mirror: bool = False  # add each clip's left-right mirror image as <name>_mirror (the robot's mirror map)
     allow_airborne: bool = False  # a clip that starts (or mostly stays) in the air is meant to
     contact_height: float = 0.03  # m: foot lowest point below this ...
     contact_speed: float = 0.3  # m/s: ... and foot speed below this = contact
@@ -633,6 +635,22 @@ def check_body_agreement(clip: Clip, robot: RobotKinematics) -> None:
         clip.notes.append(f"{clip.source}: {body_agreement(clip.file_body_pos, fk['body_pos'], robot.body_names)}")
 
 
+def mirrored_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> Clip:
+    """``clip``'s left-right mirror image (:mod:`simppo.motion.mirror`), named ``<name>_mirror``."""
+    if robot.mirror_partner is None:
+        raise MotionPackError("--mirror", 0, 0, f"robot {robot.name} has no mirror map (mirror_pairs and "
+                              "mirror_negate in its config)")
+    qpos = mirror_qpos(clip.qpos, robot.mirror_partner, robot.mirror_sign)
+    dof = qpos[:, 7:]
+    over = np.argwhere(np.maximum(robot.joint_lower - dof, dof - robot.joint_upper) > opts.joint_limit_tol)
+    if len(over):  # the robot's ranges are not symmetric where the map says they are
+        r, j = over[0]
+        raise MotionPackError(clip.source, int(clip.rows[r]), 0, f"mirror image: joint {robot.joint_names[j]} = "
+                              f"{dof[r, j]:.4f} is outside its range; check the robot's mirror map")
+    qpos[:, 7:] = np.clip(dof, robot.joint_lower, robot.joint_upper)
+    return Clip(f"{clip.name}_mirror", clip.fps, qpos, clip.weight, clip.source, clip.rows, clip.quat_order)
+
+
 def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions,
                 warnings: list[str], notes: list[str]) -> tuple:
     shard_entries, shard_paths = [], []
@@ -644,13 +662,14 @@ def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, op
         for src in sources[s0 : s0 + per]:
             clip = read_clip(src, robot, opts)
             check_body_agreement(clip, robot)
-            arrays = process_clip(clip, robot, opts)
             warnings.extend(clip.warnings)
             notes.extend(clip.notes)
-            T = arrays["root_pos"].shape[0]
-            metas.append(MotionMeta(clip.name, clip.fps, start, T, clip.weight, Path(clip.source).name))
-            chunks.append(arrays)
-            start += T
+            for c in (clip, mirrored_clip(clip, robot, opts)) if opts.mirror else (clip,):
+                arrays = process_clip(c, robot, opts)
+                T = arrays["root_pos"].shape[0]
+                metas.append(MotionMeta(c.name, c.fps, start, T, c.weight, Path(c.source).name))
+                chunks.append(arrays)
+                start += T
         header = ShardHeader(
             robot=robot.name,
             joint_names=robot.joint_names,
@@ -676,7 +695,7 @@ def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, op
         "version": FORMAT_VERSION,
         "robot": robot.name,
         "robot_digest": header.robot_digest,
-        "num_motions": len(sources),
+        "num_motions": len(sources) * (2 if opts.mirror else 1),
         "num_frames": total_frames,
         "shards": shard_entries,
     }
@@ -756,6 +775,12 @@ def pack_motions(
     sources = expand_inputs(list(inputs), opts)
     if not sources:
         raise MotionPackError(out_dir, 0, 0, "no input motions")
+    if opts.mirror:
+        names = {s.name: s for s in sources}
+        clash = next((s for s in sources if f"{s.name}_mirror" in names), None)
+        if clash:
+            raise MotionPackError(clash.path, 0, 0, f"--mirror would name a copy {clash.name}_mirror, which is "
+                                  "already a motion's name")
     if out_dir.exists():  # what --force could not replace is refused first: no advice that fails next
         check_replaceable(out_dir, [s.path for s in sources] + [Path(i) for i in inputs])
         if not force:
@@ -766,5 +791,6 @@ def pack_motions(
     # complete, or nothing: an old pack stays until the new one is whole
     with staged_directory(out_dir, may_replace=out_dir.exists()) as tmp:
         shard_paths, total_frames = _write_pack(tmp, sources, rk, opts, warnings, notes)
-    return PackResult(out_dir, [out_dir / p for p in shard_paths], len(sources), total_frames,
+    return PackResult(out_dir, [out_dir / p for p in shard_paths], len(sources) * (2 if opts.mirror else 1),
+                      total_frames,
                       time.perf_counter() - t0, warnings, notes)

@@ -30,6 +30,12 @@ class RobotCfg:
     feet: list[str] = field(default_factory=list)
     foot_sites: list[str] = field(default_factory=list)
     root_body: str = "pelvis"
+    mirror_pairs: list[list[str]] = field(default_factory=list)
+    """Left-right mirror map (``simppo-pack --mirror``): ``[left, right]`` joint pairs; joints in no pair mirror
+    onto themselves."""
+    mirror_negate: list[str] = field(default_factory=list)
+    """Joints whose angle changes sign in the mirror image (rotations about the x and z axes of a symmetric
+    robot: roll and yaw; pitch keeps its sign)."""
     source: str = ""
     """The yaml file this config was read from (filled in by ``load_robot_cfg``; for error messages)."""
 
@@ -52,6 +58,24 @@ class RobotCfg:
             setattr(self, key, [float(x) for x in val])
         if len(set(self.joint_names)) != n:
             raise ValueError(f"{where}: joint_names contains duplicates")
+        paired = [j for pair in self.mirror_pairs for j in pair]
+        if any(len(pair) != 2 for pair in self.mirror_pairs) or len(set(paired)) != len(paired):
+            raise ValueError(f"{where}: mirror_pairs must be [left, right] pairs naming each joint at most once")
+        unknown = sorted(set(paired + list(self.mirror_negate)) - set(self.joint_names))
+        if unknown:
+            raise ValueError(f"{where}: mirror_pairs / mirror_negate name unknown joints {unknown}")
+
+    def mirror_map(self) -> tuple[list[int], list[float]] | None:
+        """``(partner, sign)`` per joint (``joint_names`` order): the mirror image of a pose ``q`` has
+        ``q'[partner[j]] = sign[j] * q[j]``; ``None`` when the config has no mirror map."""
+        if not self.mirror_pairs:
+            return None
+        index = {name: i for i, name in enumerate(self.joint_names)}
+        partner = list(range(self.num_joints))
+        for left, right in self.mirror_pairs:
+            partner[index[left]], partner[index[right]] = index[right], index[left]
+        negate = set(self.mirror_negate)
+        return partner, [-1.0 if name in negate else 1.0 for name in self.joint_names]
 
 
 def robot_cfg_from_dict(data: dict, source: str = "") -> RobotCfg:
