@@ -1,12 +1,14 @@
 """``simppo-pack``: pack motion clips into mmap-able simppo motion shards.
 
     simppo-pack INPUT... --robot g1 --out DIR [--fps 30] [--quat-order wxyz|xyzw] [--target-fps F]
-                [--max-motions-per-shard N] [--allow-airborne] [--force]
+                [--max-motions-per-shard N] [--allow-airborne] [--recursive] [--mirror] [--workers N]
+                [--resume] [--force]
     simppo-pack --verify PACK... [--robot g1]
 
 ``--force`` replaces only a directory that is a simppo pack (and never one that is or holds an input).
 ``--verify`` reads packs in full and checks every checksum and the physical bounds (exit 0 or 2).
-SIGINT and SIGTERM leave nothing behind (exit 130 / 143).
+SIGINT and SIGTERM leave nothing behind (exit 130 / 143), but with ``--resume``: then the finished shards stay
+in ``.<out>.partial`` beside ``--out`` and the same command continues from them.
 
 Errors print one line ``simppo-pack: error: <file>:<row>:<col>: <what>`` and exit with status 2.
 Repairs (joint values clamped into their range, frames lifted onto the floor, see
@@ -23,6 +25,7 @@ from simppo.cli.errors import report
 from simppo.motion.bounds import MAX_FPS, MIN_FPS
 from simppo.motion.format import ShardFormatError
 from simppo.motion.pack import MotionPackError, PackOptions, pack_motions, verify_pack
+from simppo.utils.files import partial_directory
 
 
 class Terminated(BaseException):
@@ -71,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--recursive", action="store_true",
                    help="directories: pack the motion files of every sub-directory too (named by their path)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="processes packing shards at once (default 0: one per core)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished shards of an interrupted pack (in .<out>.partial beside --out) and "
+                   "continue from them: shards whose inputs and options are unchanged are not redone")
     p.add_argument("--mirror", action="store_true",
                    help="add every clip's left-right mirror image as <name>_mirror (the robot config's mirror map)")
     p.add_argument("--allow-airborne", action="store_true",
@@ -90,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is required (or --verify to check packs)")
     if args.max_motions_per_shard < 1:
         parser.error("--max-motions-per-shard must be >= 1")
+    if args.workers < 0:
+        parser.error("--workers must be >= 0 (0: one per core)")
     opts = PackOptions(
         fps=args.fps,
         quat_order=args.quat_order,
@@ -100,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         allow_airborne=args.allow_airborne,
         recursive=args.recursive,
         mirror=args.mirror,
+        workers=args.workers or None,
+        resume=args.resume,
+        progress=not args.quiet and sys.stderr.isatty(),
     )
 
     def on_term(signum, frame):
@@ -113,10 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # the output folder or an input that the readers did not open themselves
         return report("simppo-pack", f"{e.filename or args.out}: {e.strerror or e}")
     except KeyboardInterrupt:
-        print("simppo-pack: interrupted; nothing written", file=sys.stderr)
+        print(f"simppo-pack: interrupted; {_left(args)}", file=sys.stderr)
         return 130
     except Terminated:
-        print("simppo-pack: terminated (SIGTERM); nothing written", file=sys.stderr)
+        print(f"simppo-pack: terminated (SIGTERM); {_left(args)}", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -130,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
             f"-> {res.out_dir} ({res.seconds:.2f} s)"
         )
     return 0
+
+
+def _left(args) -> str:
+    if args.resume:
+        return f"finished shards kept in {partial_directory(args.out)}; run again with --resume to continue"
+    return "nothing written"
 
 
 def _verify(args) -> int:

@@ -19,6 +19,9 @@ state resets never start with joints past their limits or geometry deep in the f
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 import time
 import zipfile
@@ -57,6 +60,7 @@ from simppo.motion.kinematics import (
     quat_slerp,
 )
 from simppo.motion.mirror import mirror_qpos
+from simppo.motion.shard_jobs import ShardJob, run_shard_jobs
 from simppo.utils.files import staged_directory
 
 SUPPORTED_SUFFIXES = (".csv", ".npz", PROTOMOTIONS_SUFFIX)
@@ -84,6 +88,9 @@ class PackOptions:
     quat_norm_tol: float = 0.05  # |norm - 1| of an input root quaternion beyond this is an error
     float_height: float = 0.15  # m: lowest geom above this = the robot floats (orientation plausibility)
     recursive: bool = False  # directories: walk their sub-directories too
+    workers: int | None = 1  # processes writing shards at once (None: one per core; simppo-pack: --workers)
+    resume: bool = False  # stage in <out>/../.<name>.partial, kept when interrupted; reuse its finished shards
+    progress: bool = False  # a progress bar over the shards (stderr)
     mirror: bool = False  # add each clip's left-right mirror image as <name>_mirror (the robot's mirror map)
     allow_airborne: bool = False  # a clip that starts (or mostly stays) in the air is meant to
     contact_height: float = 0.03  # m: foot lowest point below this ...
@@ -651,56 +658,72 @@ def mirrored_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> Clip
     return Clip(f"{clip.name}_mirror", clip.fps, qpos, clip.weight, clip.source, clip.rows, clip.quat_order)
 
 
-def _write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions,
-                warnings: list[str], notes: list[str]) -> tuple:
-    shard_entries, shard_paths = [], []
-    total_frames = 0
+def pack_shard(path: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions) -> dict:
+    """Read, check and process ``sources`` and write them as the shard ``path``. Returns the shard's index entry
+    (``file``, ``num_motions``, ``num_frames``, ``names_digest``), the ``robot_digest`` and the ``warnings`` and
+    ``notes`` of its clips (plain types: the result crosses process boundaries and is kept for ``--resume``)."""
+    metas, chunks, warnings, notes = [], [], [], []
+    start = 0
+    for src in sources:
+        clip = read_clip(src, robot, opts)
+        check_body_agreement(clip, robot)
+        for c in (clip, mirrored_clip(clip, robot, opts)) if opts.mirror else (clip,):
+            arrays = process_clip(c, robot, opts)  # may add warnings (repairs) to the clip
+            T = arrays["root_pos"].shape[0]
+            metas.append(MotionMeta(c.name, c.fps, start, T, c.weight, Path(c.source).name))
+            chunks.append(arrays)
+            start += T
+            warnings.extend(c.warnings)
+            notes.extend(c.notes)
+    header = ShardHeader(robot=robot.name, joint_names=robot.joint_names, body_names=robot.body_names,
+                         contact_bodies=list(robot.feet), motions=metas)
+    write_shard(path, header, {k: np.concatenate([c[k] for c in chunks], axis=0) for k in chunks[0]})
+    entry = {"file": path.name, "num_motions": len(metas), "num_frames": start, "names_digest": header.names_digest}
+    return {"entry": entry, "robot_digest": header.robot_digest, "warnings": warnings, "notes": notes}
+
+
+def _signature(sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions) -> str:
+    """Digest of what a shard is made from: its inputs (path, size, modification time and how they are read), the
+    robot and the options that change the arrays."""
+    h = hashlib.sha256()
+    options = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("workers", "resume", "progress")}
+    h.update(json.dumps([FORMAT_VERSION, robot.name, robot.joint_names, robot.body_names, options],
+                        sort_keys=True, default=str).encode())
+    for s in sources:
+        st = s.path.stat()
+        h.update(json.dumps([str(s.path.resolve()), s.name, s.weight, s.fps, s.quat_order, s.format, st.st_size,
+                             st.st_mtime_ns]).encode())
+    return h.hexdigest()
+
+
+def write_pack(tmp: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions,
+               warnings: list[str], notes: list[str]) -> tuple[list[str], int]:
+    """The shards (``opts.max_motions_per_shard`` clips each, written by :func:`pack_shard` in ``opts.workers``
+    processes) and ``index.json`` of a pack, in ``tmp``. Returns the shard file names and the frame count."""
     per = max(1, int(opts.max_motions_per_shard))
-    for s0 in range(0, len(sources), per):
-        metas, chunks = [], []
-        start = 0
-        for src in sources[s0 : s0 + per]:
-            clip = read_clip(src, robot, opts)
-            check_body_agreement(clip, robot)
-            warnings.extend(clip.warnings)
-            notes.extend(clip.notes)
-            for c in (clip, mirrored_clip(clip, robot, opts)) if opts.mirror else (clip,):
-                arrays = process_clip(c, robot, opts)
-                T = arrays["root_pos"].shape[0]
-                metas.append(MotionMeta(c.name, c.fps, start, T, c.weight, Path(c.source).name))
-                chunks.append(arrays)
-                start += T
-        header = ShardHeader(
-            robot=robot.name,
-            joint_names=robot.joint_names,
-            body_names=robot.body_names,
-            contact_bodies=list(robot.feet),
-            motions=metas,
-        )
-        arrays = {k: np.concatenate([c[k] for c in chunks], axis=0) for k in chunks[0]}
-        fname = f"shard_{len(shard_paths):05d}{SHARD_SUFFIX}"
-        write_shard(tmp / fname, header, arrays)
-        shard_paths.append(fname)
-        shard_entries.append(
-            {
-                "file": fname,
-                "num_motions": len(metas),
-                "num_frames": start,
-                "names_digest": header.names_digest,
-            }
-        )
-        total_frames += start
+    groups = [sources[s0:s0 + per] for s0 in range(0, len(sources), per)]
+    jobs = [ShardJob(f"shard_{k:05d}{SHARD_SUFFIX}", _signature(g, robot, opts), (g,)) for k, g in enumerate(groups)]
+    results = run_shard_jobs(tmp, jobs, pack_shard, (robot, opts), opts.workers, opts.resume, opts.progress)
+    for r in results:
+        warnings.extend(r["warnings"])
+        notes.extend(r["notes"])
+    names = {j.file for j in jobs}
+    for stale in tmp.iterdir():  # a resumed folder: shards of an earlier, larger input set, and the record
+        if stale.name not in names:
+            stale.unlink()
+    entries = [r["entry"] for r in results]
+    total_frames = sum(e["num_frames"] for e in entries)
     index = {
         "format": PACK_FORMAT,
         "version": FORMAT_VERSION,
         "robot": robot.name,
-        "robot_digest": header.robot_digest,
-        "num_motions": len(sources) * (2 if opts.mirror else 1),
+        "robot_digest": results[-1]["robot_digest"],
+        "num_motions": sum(e["num_motions"] for e in entries),
         "num_frames": total_frames,
-        "shards": shard_entries,
+        "shards": entries,
     }
     write_json_atomic(tmp / INDEX_FILE, index)
-    return shard_paths, total_frames
+    return [e["file"] for e in entries], total_frames
 
 
 def check_replaceable(out_dir: Path, inputs: list[Path]) -> None:
@@ -789,8 +812,8 @@ def pack_motions(
     warnings: list[str] = []
     notes: list[str] = []
     # complete, or nothing: an old pack stays until the new one is whole
-    with staged_directory(out_dir, may_replace=out_dir.exists()) as tmp:
-        shard_paths, total_frames = _write_pack(tmp, sources, rk, opts, warnings, notes)
+    with staged_directory(out_dir, may_replace=out_dir.exists(), resumable=opts.resume) as tmp:
+        shard_paths, total_frames = write_pack(tmp, sources, rk, opts, warnings, notes)
     return PackResult(out_dir, [out_dir / p for p in shard_paths], len(sources) * (2 if opts.mirror else 1),
                       total_frames,
                       time.perf_counter() - t0, warnings, notes)

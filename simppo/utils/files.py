@@ -47,20 +47,31 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
     return atomic_write_bytes(path, text.encode(encoding))
 
 
+def partial_directory(target: str | os.PathLike) -> Path:
+    """Where :func:`staged_directory` keeps the resumable work towards ``target``."""
+    target = Path(target)
+    return target.parent / f".{target.name}.partial"
+
+
 @contextlib.contextmanager
-def staged_directory(target: str | os.PathLike, may_replace: bool = True) -> Iterator[Path]:
+def staged_directory(target: str | os.PathLike, may_replace: bool = True, resumable: bool = False) -> Iterator[Path]:
     """``with staged_directory(target) as tmp: write everything into tmp`` → ``target`` then holds exactly the new
     contents.
 
     ``tmp`` is a fresh folder beside ``target`` (``.<name>.tmp-XXXX``); on success an existing ``target`` is moved
     aside, ``tmp`` moved into its place and the old folder deleted. An error or interrupt leaves ``target`` as it
     was and removes ``tmp``. Callers decide beforehand whether ``target`` may be replaced; with ``may_replace=False``
-    a ``target`` that appeared meanwhile is kept and :class:`FileExistsError` raised."""
+    a ``target`` that appeared meanwhile is kept and :class:`FileExistsError` raised.
+
+    ``resumable``: ``tmp`` is ``.<name>.partial`` beside ``target``, used as it is when it exists and kept on an
+    error or interrupt, so that a later run can continue the work in it."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
     tmp, old = target.parent / f".{target.name}.tmp-{tag}", target.parent / f".{target.name}.old-{tag}"
-    tmp.mkdir()
+    if resumable:
+        tmp = partial_directory(target)
+    tmp.mkdir(exist_ok=resumable)
     try:
         yield tmp
         if target.exists():
@@ -76,5 +87,6 @@ def staged_directory(target: str | os.PathLike, may_replace: bool = True) -> Ite
         else:
             os.replace(tmp, target)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not resumable:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,0 +1,86 @@
+"""simppo-pack at scale: shards written by worker processes, and an interrupted pack resumed (``--resume``)
+without redoing the shards whose inputs are unchanged."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import simppo.motion.pack as pack_mod
+from simppo.motion.pack import PackOptions, pack_motions
+from simppo.utils.files import partial_directory
+from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
+
+
+def clips(tmp_path, n: int) -> list[str]:
+    for i in range(n):
+        write_csv(tmp_path / f"c{i}.csv", tiny_clip(12 + i, seed=i))
+    return [str(tmp_path / f"c{i}.csv") for i in range(n)]
+
+
+def contents(pack) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(pack.iterdir())}
+
+
+def test_worker_processes_write_the_same_pack(tmp_path):
+    inputs = clips(tmp_path, 5)
+    one = pack_motions(inputs, tmp_path / "one", robot=tiny_robot(), opts=PackOptions(max_motions_per_shard=2))
+    two = pack_motions(inputs, tmp_path / "two", robot=tiny_robot(),
+                       opts=PackOptions(max_motions_per_shard=2, workers=2))
+    assert len(one.shards) == 3 and contents(tmp_path / "one") == contents(tmp_path / "two")
+    assert one.num_motions == two.num_motions == 5
+
+
+def test_resume_keeps_the_finished_shards_and_redoes_the_changed_ones(tmp_path, monkeypatch):
+    inputs = clips(tmp_path, 5)
+    out, opts = tmp_path / "out", PackOptions(max_motions_per_shard=2, resume=True)
+    real, calls = pack_mod.pack_shard, []
+
+    def interrupted_at_the_third(path, *args):
+        calls.append(path.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(path, *args)
+
+    monkeypatch.setattr(pack_mod, "pack_shard", interrupted_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
+    partial = partial_directory(out)
+    assert not out.exists() and sorted(os.listdir(partial)) == ["progress.json", "shard_00000.sms", "shard_00001.sms"]
+    monkeypatch.setattr(pack_mod, "pack_shard", real)
+    calls.clear()
+
+    def counting(path, *args):
+        calls.append(path.name)
+        return real(path, *args)
+
+    monkeypatch.setattr(pack_mod, "pack_shard", counting)
+    write_csv(tmp_path / "c1.csv", tiny_clip(20, seed=9))  # the first shard's input changed meanwhile
+    res = pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
+    assert calls == ["shard_00000.sms", "shard_00002.sms"]  # the second shard was finished and is unchanged
+    assert not partial.exists() and res.num_motions == 5
+    fresh = pack_motions(inputs, tmp_path / "fresh", robot=tiny_robot(), opts=PackOptions(max_motions_per_shard=2))
+    assert contents(out) == contents(tmp_path / "fresh") and len(fresh.shards) == 3
+    # a resumed folder from a larger input set: its extra shards do not enter the pack
+    monkeypatch.setattr(pack_mod, "pack_shard", interrupted_at_the_third)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        pack_motions(inputs, tmp_path / "out2", robot=tiny_robot(), opts=PackOptions(max_motions_per_shard=1,
+                                                                                      resume=True))
+    monkeypatch.setattr(pack_mod, "pack_shard", real)
+    res = pack_motions(inputs[:1], tmp_path / "out2", robot=tiny_robot(),
+                       opts=PackOptions(max_motions_per_shard=1, resume=True))
+    assert sorted(os.listdir(tmp_path / "out2")) == ["index.json", "shard_00000.sms"] and res.num_motions == 1
+
+
+def test_cli_says_where_the_work_was_kept(tmp_path, monkeypatch, capsys):
+    from simppo.cli import pack as cli
+
+    inputs = clips(tmp_path, 2)
+    monkeypatch.setattr(cli, "pack_motions", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert cli.main([*inputs, "--out", str(tmp_path / "p"), "--resume"]) == 130
+    err = capsys.readouterr().err
+    assert f"finished shards kept in {partial_directory(tmp_path / 'p')}; run again with --resume" in err
+    with pytest.raises(SystemExit):
+        cli.main([*inputs, "--out", str(tmp_path / "p"), "--workers", "-1"])
