@@ -5,12 +5,15 @@ per-motion error chart and the failed-motions manifest to ``<run_dir>/eval/<time
 ``viewer=`` also shows the play (native window, web page, MP4 + contact sheet). ``sim=mujoco|mjwarp`` plays
 on another simulator backend than the run's (sim-to-sim; ``sim=mujoco`` runs on the CPU), and
 ``randomization=deploy obs_noise=true`` with domain randomization and observation noise (sim-to-real).
+Many motions play in rounds of ``num_envs`` with a progress bar and the time left; with ``resume=true out=DIR``
+an interrupted evaluation keeps the motions played so far (``.<DIR>.partial``) and the same command continues.
 Every key is typed by :class:`simppo.eval.config.EvalCfg`. Bad input is one line,
 ``simppo-eval: error: ...``, exit status 2.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -71,10 +74,40 @@ def _final_path(path, out_dir: Path, final_dir: Path | None) -> Path:
     return (final_dir or out_dir) / Path(path).relative_to(out_dir)
 
 
+ROUNDS_FILE = "rounds.jsonl"  # the motions played so far, in the staging folder of a resumable evaluation
+
+
+def read_rounds(path: Path, signature: dict) -> dict:
+    """``{motion id: MotionResult}`` of the motions an interrupted evaluation of the same ``signature`` (checkpoint,
+    motions, settings; the file's first line) finished; a torn last line is dropped: that motion is played again."""
+    from simppo.eval.metrics import MotionResult
+
+    out = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return out
+    try:
+        if json.loads(lines[0]) != {"signature": signature}:
+            print(f"{PROG}: {path} is from another evaluation (checkpoint, motions or settings); starting over",
+                  flush=True)
+            return out
+    except (IndexError, ValueError):
+        return out
+    for line in lines[1:]:
+        try:
+            r = MotionResult.from_json(json.loads(line))
+        except ValueError:
+            continue
+        out[r.motion_id] = r
+    return out
+
+
 def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = None) -> dict:
     """The batched evaluation; writes the outputs into ``out_dir`` (named as in ``final_dir``, where they end up)
     and prints the summary. Returns the report."""
     import torch
+    from tqdm import tqdm
 
     from simppo.eval.curves import METRICS_CSV, plot_curves
     from simppo.eval.export import simppo_version
@@ -98,12 +131,33 @@ def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = N
     print(f"{PROG}: {num_motions} motions on {num_envs} envs ({rounds} round{'s' * (rounds > 1)}), "
           f"device={device}, sim={type(env.sim).__name__}", flush=True)
     t0 = time.perf_counter()
+    rounds_file = out_dir / ROUNDS_FILE
+    signature = {"checkpoint": str(run.checkpoint), "checkpoint_mtime_ns": Path(run.checkpoint).stat().st_mtime_ns,
+                 "motions": list(cfg.motion.files or []), "num_envs": num_envs, "sim": cfg.sim,
+                 "randomization": cfg.randomization, "obs_noise": cfg.obs_noise,
+                 "kinematic_replay": cfg.kinematic_replay}
+    finished = read_rounds(rounds_file, signature) if cfg.resume else {}
+    if finished:
+        print(f"{PROG}: resuming: {len(finished)} motions already played", flush=True)
+    elif cfg.resume:
+        rounds_file.write_text(json.dumps({"signature": signature}) + "\n")
+    bar = tqdm(total=num_motions, unit="motion", desc=PROG, disable=rounds <= 1, file=sys.stdout)
 
     def progress(done: int, total: int) -> None:
-        if rounds > 1:
-            print(f"{PROG}: {done}/{total} motions ({time.perf_counter() - t0:.1f} s)", flush=True)
+        bar.update(done - bar.n)  # tqdm shows the rate and the time left
 
-    results = evaluate_motions(env, act, progress=progress)
+    def keep_round(new) -> None:
+        if cfg.resume:  # one line per motion, appended and flushed: a cut-off last line is read as missing
+            with open(rounds_file, "a") as fh:
+                fh.writelines(json.dumps(r.to_json()) + "\n" for r in new)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    try:
+        results = evaluate_motions(env, act, progress=progress, done=finished, on_round=keep_round)
+    finally:
+        bar.close()
+    rounds_file.unlink(missing_ok=True)
     runtime = time.perf_counter() - t0
     t = run.cfg.env.terminations
     report = {
@@ -189,7 +243,7 @@ def run_eval(cfg) -> int:
     from simppo.eval.loading import EvalInputError, load_run, torch_device
     from simppo.eval.outfiles import OutputFolderError, check_output_folder
     from simppo.utils.device import init_warp
-    from simppo.utils.files import staged_directory
+    from simppo.utils.files import partial_directory, staged_directory
 
     if cfg.viewer not in VIEWERS:
         raise EvalInputError(f"viewer={cfg.viewer}: choose one of {', '.join(VIEWERS)}")
@@ -208,11 +262,19 @@ def run_eval(cfg) -> int:
         except OutputFolderError as exc:
             raise EvalInputError(str(exc)) from None
         # the whole set replaces the old one at the end, or nothing does
-        with staged_directory(out_dir, may_replace=out_dir.exists()) as tmp:
-            if metrics:
-                run_metrics(cfg, run, device, tmp, out_dir)
-            if cfg.viewer == "video":
-                run_video(cfg, run, device, tmp, out_dir)
+        if cfg.resume and not cfg.out:
+            raise EvalInputError("resume=true needs out=DIR (the folder the interrupted evaluation was writing)")
+        try:
+            with staged_directory(out_dir, may_replace=out_dir.exists(), resumable=cfg.resume) as tmp:
+                if metrics:
+                    run_metrics(cfg, run, device, tmp, out_dir)
+                if cfg.viewer == "video":
+                    run_video(cfg, run, device, tmp, out_dir)
+        except KeyboardInterrupt:
+            if cfg.resume:
+                print(f"{PROG}: interrupted; the motions played so far are kept in {partial_directory(out_dir)}: run "
+                      "the same command again to continue", file=sys.stderr)
+            raise
     if cfg.viewer == "native":
         from simppo.eval.native import run_native
 

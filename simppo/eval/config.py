@@ -57,6 +57,9 @@ class EvalCfg:
     metrics: bool | None = None  # None → on for viewer=none|video, off for the interactive viewers
     out: str | None = None  # output folder; default <run_dir>/eval/<timestamp>
     force: bool = False  # replace the evaluation in an existing, non-empty out (the whole set, never a mix)
+    # keep the finished rounds of an interrupted evaluation in .<out>.partial beside out (needs out=) and continue
+    # from them when run again with the same command
+    resume: bool = False
     worst: int = 10  # rows of the worst-motions table
     kinematic_replay: bool = False  # replay the reference instead of the policy (checks the metrics: MPJPE ≈ 0)
     plot: bool = True  # also write learning curves from the run's metrics.csv when present

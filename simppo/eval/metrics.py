@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import torch
 
@@ -193,6 +193,14 @@ class MotionResult:
             out["failure"]["time_s"] = round(out["failure"]["time_s"], 6)
         return out
 
+    @classmethod
+    def from_json(cls, d: dict) -> MotionResult:
+        """The inverse of :meth:`to_json` (``None`` → NaN); ``ValueError`` when ``d`` is not such a row."""
+        names = [f.name for f in fields(cls)]
+        if not isinstance(d, dict) or sorted(d) != sorted(names):
+            raise ValueError("not a motion result row")
+        return cls(**{k: (math.nan if d[k] is None and k not in ("failure",) else d[k]) for k in names})
+
 
 def clip_steps(length_s: float, dt: float) -> int:
     """Control steps that cover a clip of ``length_s`` from t = 0 (at least one)."""
@@ -217,21 +225,28 @@ def body_state(env) -> dict[str, torch.Tensor]:
 @torch.no_grad()
 def evaluate_motions(env, act: Callable, motion_ids: list[int] | None = None,
                      progress: Callable[[int, int], None] | None = None, check_every: int = 25,
-                     max_body_error_m: float = SUCCESS_MAX_BODY_ERROR_M) -> list[MotionResult]:
+                     max_body_error_m: float = SUCCESS_MAX_BODY_ERROR_M,
+                     done: dict[int, MotionResult] | None = None,
+                     on_round: Callable[[list[MotionResult]], None] | None = None) -> list[MotionResult]:
     """Play every motion (or ``motion_ids``) from t = 0 with ``act(obs) -> actions`` (e.g.
     :meth:`PPOModel.act_inference`), ``env.num_envs`` motions at a time; returns one result per motion.
 
     ``env``: a humanoid-imitation env built by :func:`simppo.eval.loading.make_eval_env` (it flags every failure
     cause and ends episodes only on unstable worlds). ``progress(done, total)`` is called after each round.
     ``max_body_error_m``: the global body error that fails a play (ProtoMotions' 0.5 m; ``math.inf`` judges the
-    env's terminations alone, the pose tracked wherever the robot is).
+    env's terminations alone, the pose tracked wherever the robot is). ``done``: results already measured (by motion
+    id; an interrupted evaluation), not played again; ``on_round(results)`` receives each round's new results.
     """
     lib = env.motion_lib
-    ids = list(range(lib.num_motions)) if motion_ids is None else list(motion_ids)
+    all_ids = list(range(lib.num_motions)) if motion_ids is None else list(motion_ids)
+    done = dict(done or {})
+    ids = [i for i in all_ids if i not in done]
     lengths = lib.motion_lengths.cpu().tolist()
     n, dt = env.num_envs, float(env.dt)
     acc = TrackingAccumulator(n, env.device, dt, max_body_error_m)
     results: list[MotionResult] = []
+    if progress is not None and done:
+        progress(len(all_ids) - len(ids), len(all_ids))
     for first in range(0, len(ids), n):
         chunk = ids[first:first + n]
         padded = chunk + [chunk[0]] * (n - len(chunk))
@@ -247,6 +262,7 @@ def evaluate_motions(env, act: Callable, motion_ids: list[int] | None = None,
             if check_every and (k + 1) % check_every == 0 and not bool(acc.playing[:len(chunk)].any()):
                 break  # every motion of the round has failed (an untrained policy): stop early
         out = acc.finish()
+        new = len(results)
         for j, mid in enumerate(chunk):
             failed = out["fail_mask"][j] != 0
             results.append(MotionResult(
@@ -259,9 +275,12 @@ def evaluate_motions(env, act: Callable, motion_ids: list[int] | None = None,
                 failure={"time_s": min(out["fail_step"][j] * dt, lengths[mid]),
                          "cause": cause_names(out["fail_mask"][j])} if failed else None,
             ))
+        if on_round is not None:
+            on_round(results[new:])
         if progress is not None:
-            progress(len(results), len(ids))
-    return results
+            progress(len(all_ids) - len(ids) + len(results), len(all_ids))
+    played = iter(results)  # in the order of ``ids`` (repeats of a motion included)
+    return [done[i] if i in done else next(played) for i in all_ids]
 
 
 def summarize(results: list[MotionResult]) -> dict:

@@ -164,3 +164,38 @@ def test_out_that_is_a_file_or_holds_other_files(run_dir, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "holds 'thesis.tex', which this tool did not write" in err and "\n" not in err, err
     assert (d / "thesis.tex").read_text() == "years"
+
+
+def test_an_interrupted_evaluation_resumes_where_it_stopped(run_dir, tmp_path, monkeypatch, capsys):
+    """``resume=true``: 6 motions in rounds of 2; interrupted after the first round, the same command plays the
+    other four only, and the report equals the uninterrupted evaluation's."""
+    import simppo.eval.metrics as metrics
+    from simppo.utils.files import partial_directory
+
+    out = tmp_path / "ev"
+    args = [f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "num_envs=2", "resume=true"]
+    real = metrics.evaluate_motions
+
+    def interrupted(env, act, **kw):
+        keep = kw["on_round"]
+
+        def once_then_stop(new):
+            keep(new)
+            raise KeyboardInterrupt
+
+        return real(env, act, **{**kw, "on_round": once_then_stop})
+
+    monkeypatch.setattr(metrics, "evaluate_motions", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        eval_main(args)
+    assert "run the same command again to continue" in capsys.readouterr().err
+    assert not out.exists() and (partial_directory(out) / "rounds.jsonl").is_file()
+    monkeypatch.setattr(metrics, "evaluate_motions", real)
+    assert eval_main(args) == 0
+    assert "resuming: 2 motions already played" in capsys.readouterr().out
+    assert not partial_directory(out).exists() and not (out / "rounds.jsonl").exists()
+    assert eval_main([args[0], f"out={tmp_path / 'whole'}", "num_envs=2"]) == 0  # the same evaluation, uninterrupted
+    got, want = (json.loads((d / "eval.json").read_text())["motions"] for d in (out, tmp_path / "whole"))
+    assert got == want
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", "resume=true"]) == 2
+    assert "resume=true needs out=DIR" in capsys.readouterr().err
