@@ -299,6 +299,9 @@ def run(cfg_node) -> None:
     if sim is not None:
         sim.warm_up()  # compiles the physics kernels and captures the CUDA graphs before the first step
     say(f"simppo-train: kernels ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    motion_lib = getattr(env, "motion_lib", None)
+    if motion_lib is not None:
+        say(f"simppo-train: {motion_lib.describe()}", flush=True)
     try:
         agent = PPO(fabric, env, cfg.agent, root_dir=run_dir)
         agent.setup()

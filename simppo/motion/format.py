@@ -249,6 +249,29 @@ class Shard:
                                    f"{int(f.get('crc32', 0)):08x}): the file is damaged; re-pack it or restore it")
         return data
 
+    def verified_chunks(self, name: str, max_bytes: int = 4 * 2**20):
+        """``(first frame, array)`` pieces of field ``name``, read from the file into one reused buffer of at most
+        ``max_bytes`` (not through a mapping: nothing of the file stays resident; each piece is valid until the
+        next); after the last piece the field's CRC-32 is checked (one-line :class:`ShardFormatError` as
+        :meth:`read_verified`)."""
+        f = self.header.fields[name]
+        shape, dtype = tuple(f["shape"]), np.dtype(f["dtype"])
+        row = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+        rows_per = max(1, max_bytes // max(row, 1))
+        buf = memoryview(bytearray(min(rows_per, shape[0]) * row))
+        value = 0
+        with open(self.path, "rb") as fh:
+            for t0 in range(0, shape[0], rows_per):
+                n = min(rows_per, shape[0] - t0)
+                data = buf[:n * row]
+                if os.preadv(fh.fileno(), [data], int(f["offset"]) + t0 * row) != n * row:
+                    raise ShardFormatError(f"{self.path}: field {name}: the file ends early (truncated)")
+                value = crc32(data, value)
+                yield t0, np.frombuffer(data, dtype=dtype).reshape((n,) + shape[1:])
+        if value != f.get("crc32"):
+            raise ShardFormatError(f"{self.path}: field {name}: checksum mismatch (crc32 {value:08x}, the header says "
+                                   f"{int(f.get('crc32', 0)):08x}): the file is damaged; re-pack it or restore it")
+
     def verify(self) -> None:
         """Check every field's CRC-32 (reads the whole file)."""
         for name in self.header.fields:

@@ -20,6 +20,7 @@ import warp as wp
 from simppo.kernels.motion_interp import MotionFrames, MotionQuery, MotionStateWp, interpolate
 from simppo.motion.bounds import field_problem, fps_problem
 from simppo.motion.format import FRAME_FIELDS, Shard, ShardFormatError
+from simppo.motion.frame_map import map_frames
 from simppo.motion.index import MotionIndex
 from simppo.utils.device import init_warp, resolve_device, torch_stream_scope, warp_device, warp_view
 
@@ -106,7 +107,8 @@ class MotionLib:
     """
 
     def __init__(self, sources: list[str] | MotionIndex, device: str = "cpu", robot_digest: str | None = None,
-                 robot_name: str = "the robot", joint_limits: dict[str, tuple[float, float]] | None = None):
+                 robot_name: str = "the robot", joint_limits: dict[str, tuple[float, float]] | None = None,
+                 map_on_cpu: bool = True):
         """``robot_digest``: :func:`~simppo.motion.format.robot_digest` of the robot in use (its joint and
         body names); shards packed for another kinematic naming are refused, naming ``robot_name``.
         ``joint_limits``: joint name → (lower, upper) rad of the robot in use; loaded joint positions beyond them
@@ -114,7 +116,10 @@ class MotionLib:
 
         Every field is checked as it is read: its CRC-32 against the shard header, then the bounds of
         :mod:`simppo.motion.bounds` (unit quaternions, speeds, positions, joint ranges); any failure is a
-        one-line :class:`ShardFormatError` naming the file, the field, the motion and the frame."""
+        one-line :class:`ShardFormatError` naming the file, the field, the motion and the frame.
+
+        ``map_on_cpu``: on the CPU the frames are mapped from disk (:mod:`simppo.motion.frame_map`; only the pages
+        read become resident) instead of copied into memory; on a GPU they are one device copy."""
         init_warp()
         self.device = torch.device(resolve_device(device))  # "cuda" → cuda:N, as the tensors report it
         self.wp_device = warp_device(self.device)
@@ -155,15 +160,17 @@ class MotionLib:
         total = sum(h.num_frames for h in headers)
         self.num_frames_total = total
 
-        # device buffers, filled shard by shard and field by field from the memmaps: the host holds one
-        # shard's field at a time, never a copy of the whole set
         dev = self.device
         names = [n for n in FRAME_FIELDS if n != "contacts" or self.num_contacts > 0]
+        self.mapped_file: str | None = None  # the file the frames are mapped from (CPU), else None
+        mapped = map_on_cpu and dev.type == "cpu"
         self.frames: dict[str, torch.Tensor] = {}
-        for n in names:
-            dt, _ = FRAME_FIELDS[n]
-            tail = tuple(headers[0].fields[n]["shape"][1:])
-            self.frames[n] = torch.empty((total,) + tail, dtype=torch.from_numpy(np.empty(0, dt)).dtype, device=dev)
+        if not mapped:  # device buffers, filled shard by shard and field by field: the host holds one shard's
+            for n in names:  # field at a time, never a copy of the whole set
+                dt, _ = FRAME_FIELDS[n]
+                tail = tuple(headers[0].fields[n]["shape"][1:])
+                self.frames[n] = torch.empty((total,) + tail, dtype=torch.from_numpy(np.empty(0, dt)).dtype,
+                                             device=dev)
         limits = None
         if joint_limits is not None:
             missing = [j for j in self.joint_names if j not in joint_limits]
@@ -171,6 +178,7 @@ class MotionLib:
                 raise ShardFormatError(f"{self.index.shards[0].path}: joints {missing} are not joints of {robot_name}")
             limits = tuple(np.array([joint_limits[j][k] for j in self.joint_names]) for k in (0, 1))
         starts = np.empty(self.num_motions, np.int32)
+        shards: list[Shard] = []
         base = 0
         k = 0
         for i, h in enumerate(headers):
@@ -180,18 +188,27 @@ class MotionLib:
                 if problem:
                     raise ShardFormatError(f"{shard.path}: motion {m.name}: {problem}")
             for n in names:
-                seg = shard.read_verified(n)
-                problem = field_problem(n, seg, limits)
+                pieces = shard.verified_chunks(n) if mapped else [(0, shard.read_verified(n))]
+                problem = None  # raised after the whole field passed its checksum: damage is named as such
+                for t0, seg in pieces:
+                    found = None if problem else field_problem(n, seg, limits)
+                    if found:
+                        problem = (found[0] + t0, found[1])
+                    if not mapped:
+                        self.frames[n][base : base + h.num_frames].copy_(torch.from_numpy(seg))
                 if problem:
                     frame, what = problem
                     m = next(m for m in h.motions if m.start <= frame < m.start + m.num_frames)
-                    raise ShardFormatError(f"{shard.path}: field {n}: motion {m.name} frame {frame - m.start} holds "
-                                           f"{what}; re-pack it with simppo-pack")
-                self.frames[n][base : base + h.num_frames].copy_(torch.from_numpy(seg))
+                    raise ShardFormatError(f"{shard.path}: field {n}: motion {m.name} frame {frame - m.start} "
+                                           f"holds {what}; re-pack it with simppo-pack")
+            shards.append(shard)
             for m in h.motions:
                 starts[k] = base + m.start
                 k += 1
             base += h.num_frames
+        if mapped:
+            maps, self.mapped_file = map_frames(shards, names)
+            self.frames = {n: torch.from_numpy(a) for n, a in maps.items()}
         nfr = np.array([m.num_frames for m in metas], np.int32)
         dts = np.array([1.0 / m.fps for m in metas], np.float32)
         weights = np.array([m.weight for m in metas], np.float64)
@@ -220,6 +237,17 @@ class MotionLib:
         lib.contacts = warp_view(self.frames["contacts"] if self.num_contacts > 0 else self._contacts_dummy)
         lib.num_bodies, lib.num_dofs, lib.num_contacts = self.num_bodies, self.num_dofs, self.num_contacts
         return lib
+
+    @property
+    def bytes_per_frame(self) -> int:
+        return sum(t[0].numel() * t.element_size() for t in self.frames.values())
+
+    def describe(self) -> str:
+        """One line: motions, frames, bytes per frame and in total, and where the frames live."""
+        where = f"mapped from {self.mapped_file}" if self.mapped_file else f"one copy on {self.device}"
+        total = self.bytes_per_frame * self.num_frames_total
+        return (f"{self.num_motions} motions, {self.num_frames_total} frames, {self.bytes_per_frame} bytes per frame, "
+                f"{total / 2**20:.1f} MiB ({where})")
 
     def motion_id(self, name: str) -> int:
         return self.motion_names.index(name)
