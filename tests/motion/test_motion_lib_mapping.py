@@ -5,8 +5,6 @@ once and rebuilt when a shard changes."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from simppo.motion.index import resolve_shard_paths
 from simppo.motion.motion_lib import MotionLib
 from simppo.motion.pack import PackOptions, pack_motions
 from simppo.paths import MOTIONS_DIR
+from tools.resident import motion_lib_resident_growth
 
 CLIPS = [str(MOTIONS_DIR / f"{c}.csv") for c in ("walk", "squat", "turn")]
 
@@ -46,30 +45,6 @@ def test_mapped_frames_equal_copied_frames_and_the_frames_file_follows_the_shard
     assert MotionLib([str(tmp_path / "one")]).mapped_file == str(resolve_shard_paths([str(tmp_path / "one")])[0])
 
 
-RSS_SCRIPT = """
-import os, sys
-from simppo.motion.motion_lib import MotionLib
-from simppo.utils.device import init_warp
-
-def resident():
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-init_warp()
-before = resident()
-lib = MotionLib([sys.argv[1]], map_on_cpu=sys.argv[2] == "map")
-print(resident() - before, lib.num_frames_total)
-"""
-
-
-def resident_growth(path, mode: str) -> tuple[int, int]:
-    """Resident bytes a fresh process gains by building a MotionLib of ``path`` (``map`` or ``copy``), and its
-    frame count (a fresh interpreter: the allocator state of this one would blur the figure)."""
-    out = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(path), mode], capture_output=True, text=True,
-                         timeout=300, check=True).stdout.split()
-    return int(out[0]), int(out[1])
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="resident memory is read from /proc (Linux)")
 def test_resident_memory_grows_by_a_small_fraction_of_the_pack(tmp_path):
     pack_motions(CLIPS[:1], tmp_path / "walk")
@@ -84,9 +59,9 @@ def test_resident_memory_grows_by_a_small_fraction_of_the_pack(tmp_path):
     path = write_shard(tmp_path / "big.sms", header, arrays)
     size = os.path.getsize(path)
     assert size > 50 * 2**20
-    mapped, num_frames = resident_growth(path, "map")
-    fixed, _ = resident_growth(shard.path, "map")  # what any MotionLib costs (kernels, buffers): a 5 s clip's
-    copied, _ = resident_growth(path, "copy")
+    mapped, num_frames = motion_lib_resident_growth(path, "map")
+    fixed, _ = motion_lib_resident_growth(shard.path, "map")  # what any MotionLib costs: a 5 s clip
+    copied, _ = motion_lib_resident_growth(path, "copy")
     assert num_frames == frames
     assert mapped - fixed < 0.1 * size, (mapped, fixed, size)
     assert copied - fixed > 0.8 * size, (copied, fixed, size)  # a copy, for comparison, holds the whole pack
