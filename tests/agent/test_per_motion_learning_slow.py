@@ -2,7 +2,7 @@
 
     pytest -m slow tests/agent/test_per_motion_learning_slow.py -s
 
-An easy clip (``stand_sway``) and a hard one (``squat``) are trained together with the shipped defaults
+An easy clip (``stand_sway``) and a hard one (``turn``) are trained together with the shipped defaults
 (``SIMPPO_SLOW_DEVICE``, default auto: 256 envs and MuJoCo C on a CPU, 4096 envs and MJWarp on a GPU), once
 with ``agent.exploration=per_motion`` and once with ``shared``, for the same fixed budget of samples
 (``SIMPPO_SLOW_PER_MOTION_SAMPLES``; default 3 M on a CPU: 489 PPO iterations of 256 envs; 14.7 M on a GPU: 150
@@ -29,7 +29,9 @@ DEVICE = resolve_device(os.environ.get("SIMPPO_SLOW_DEVICE", "auto"))
 # 150 PPO iterations of 4096 envs on a GPU; 3 M samples (489 iterations of 256 envs, ~17 min) on 2 CPU cores
 DEFAULT_SAMPLES = 150 * 4096 * 24 if DEVICE.startswith("cuda") else 3_000_000
 SAMPLES = int(float(os.environ.get("SIMPPO_SLOW_PER_MOTION_SAMPLES", DEFAULT_SAMPLES)))
-CLIPS = ["stand_sway", "squat"]  # easy, hard
+# easy, hard: with the reference fed forward into the position targets the squat is tracked about as well as the
+# sway and their σ hardly part (docs/learning.md); the turn is the shipped clip these defaults track worst
+CLIPS = ["stand_sway", "turn"]
 ERROR_TOL_M = 0.005
 SURVIVAL_TOL_S = 0.1
 

@@ -124,7 +124,7 @@ def test_termination_and_unstable_causes_are_reported_in_order():
     assert out["fail_step"][:2] == [7, 4]
     assert cause_names(out["fail_mask"][0]) == "anchor_height+ee_height"
     assert cause_names(out["fail_mask"][1]) == "unstable"
-    assert FAILURE_CAUSES == ("anchor_height", "anchor_ori", "ee_height", "unstable", "body_error")
+    assert FAILURE_CAUSES == ("anchor_height", "anchor_ori", "ee_height", "body_pos", "unstable", "body_error")
 
 
 def test_steps_after_the_clip_end_do_not_count():
