@@ -238,6 +238,11 @@ class Shard:
                 self._maps[name] = np.memmap(self.path, dtype=f["dtype"], mode="r", offset=f["offset"], shape=shape)
         return self._maps[name]
 
+    def _checksum_error(self, name: str, got: int) -> ShardFormatError:
+        want = int(self.header.fields[name].get("crc32", 0))
+        return ShardFormatError(f"{self.path}: field {name}: checksum mismatch (crc32 {got:08x}, the header says "
+                                f"{want:08x}): the file is damaged; re-pack it or restore it")
+
     def read_verified(self, name: str) -> np.ndarray:
         """A copy of field ``name`` whose bytes match the CRC-32 in the header; a one-line
         :class:`ShardFormatError` naming the file and the field when they do not (a damaged file)."""
@@ -245,8 +250,7 @@ class Shard:
         data = np.array(self.array(name), dtype=f["dtype"], order="C")
         got = crc32(data)
         if got != f.get("crc32"):
-            raise ShardFormatError(f"{self.path}: field {name}: checksum mismatch (crc32 {got:08x}, the header says "
-                                   f"{int(f.get('crc32', 0)):08x}): the file is damaged; re-pack it or restore it")
+            raise self._checksum_error(name, got)
         return data
 
     def verified_chunks(self, name: str, max_bytes: int = 4 * 2**20):
@@ -269,8 +273,7 @@ class Shard:
                 value = crc32(data, value)
                 yield t0, np.frombuffer(data, dtype=dtype).reshape((n,) + shape[1:])
         if value != f.get("crc32"):
-            raise ShardFormatError(f"{self.path}: field {name}: checksum mismatch (crc32 {value:08x}, the header says "
-                                   f"{int(f.get('crc32', 0)):08x}): the file is damaged; re-pack it or restore it")
+            raise self._checksum_error(name, value)
 
     def verify(self) -> None:
         """Check every field's CRC-32 (reads the whole file)."""

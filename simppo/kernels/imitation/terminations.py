@@ -41,8 +41,9 @@ def _terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitati
         ee_failed = ee_failed or wp.abs(ref.body_pos_w[env, 0, bid - 1][2] - sim.xpos[env, bid][2]) > p.ee_height
     num_bodies = ref.body_pos_w.shape[2]
     dist_sum = float(0.0)
-    for b in range(num_bodies):
-        dist_sum += wp.length(ref.body_pos_w[env, 0, b] - sim.xpos[env, b + 1])
+    if p.body_pos < 1.0e30:  # off (inf) by default: no per-body loop on the hot path then
+        for b in range(num_bodies):
+            dist_sum += wp.length(ref.body_pos_w[env, 0, b] - sim.xpos[env, b + 1])
     bits = int(0)
     if wp.abs(ref_anchor_pos[2] - sim.xpos[env, a][2]) > p.anchor_height:
         bits = bits | (1 << (ANCHOR_HEIGHT - 1))
