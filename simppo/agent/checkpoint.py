@@ -213,7 +213,17 @@ def env_signature(env) -> dict:
         joints = list(robot_cfg.joint_names)
         sig["robot"] = {"name": str(robot_cfg.name), "joint_names": joints,
                         "digest": robot_digest(joints, list(sim.robot.body_names)[1:])}
+    index = getattr(getattr(env, "motion_lib", None), "index", None)
+    if index is not None:
+        sig["motion_chunk"] = index.chunk_state()
     return sig
+
+
+def _describe_chunk(chunk: dict) -> str:
+    if chunk.get("mode") != "rank":
+        return "motion.chunk=all (every rank loads every motion)"
+    per_rank = "; ".join(f"rank {r}: shards {s}" for r, s in enumerate(chunk.get("rank_shards") or []))
+    return f"motion.chunk=rank over {chunk.get('world_size')} ranks ({per_rank})"
 
 
 def _structure(x) -> object:
@@ -315,6 +325,12 @@ def check_compatible(state: dict, signature: dict, model_state: dict, source: st
         raise CheckpointError(f"{source}: checkpoint has num_envs={old.get('num_envs')}, this run "
                               f"{signature['num_envs']}; resume with the same num_envs (or warm-start the weights "
                               "with checkpoint=...)")
+    if isinstance(old, dict) and "motion_chunk" in signature:
+        before, now = old.get("motion_chunk", {"mode": "all"}), signature["motion_chunk"]
+        if before != now:  # each rank's env state (sampler, motion ids) belongs to the motions it loaded
+            raise CheckpointError(f"{source}: checkpoint was trained with {_describe_chunk(before)}, this run loads "
+                                  f"{_describe_chunk(now)}; resume with the same motion.chunk, motions and ranks "
+                                  "(or warm-start the weights with checkpoint=...)")
     for key, current in training_state.items():
         diff = structure_mismatch(state[key], current, key)
         if diff:

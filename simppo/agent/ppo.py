@@ -55,7 +55,8 @@ class PPO:
 
     def setup(self) -> None:
         """Check the ranks agree, build the algorithm (model, optimizers, buffer) and the runner (resets the env)."""
-        num_rows = X.num_rows(self.motion_index) if self.per_motion else None
+        # rows number every motion of every rank (the whole index); this rank's motions map into them
+        num_rows = X.num_rows(self.motion_index.whole) if self.per_motion else None
         check_same_work(self.fabric, self.env, self.config, num_rows, self.precision)
         motion_rows = X.motion_rows(self.motion_index) if self.per_motion else None
         self.algorithm = PPOAlgorithm(self.fabric, self.config, self.env.obs_dims, self.env.num_actions,

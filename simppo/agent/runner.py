@@ -134,7 +134,8 @@ class Runner:
         self.world_size, self.global_rank = D.world_size(fabric), D.global_rank(fabric)
         self.is_global_zero = D.is_global_zero(fabric)
         self.num_envs, self.num_steps = env.num_envs, config.num_steps
-        self.motion_index = getattr(getattr(env, "motion_lib", None), "index", None)  # None without motions
+        index = getattr(getattr(env, "motion_lib", None), "index", None)  # None without motions
+        self.motion_index = index.whole if index is not None else None  # every rank's motions (motion.chunk=rank)
         self.epoch = 0
         self.step_count = 0
         self.best_evaluated_score: float | None = None
@@ -317,8 +318,10 @@ class Runner:
         return D.any_rank(flag, self.device) if self.world_size > 1 else bool(flag)
 
     def evaluate(self) -> dict[str, float]:
-        """``evaluator(model)`` on global rank 0; with several ranks every rank receives its metrics."""
-        evaluation = self.evaluator(self.algorithm.model) if self.is_global_zero else None
+        """``evaluator(model)`` on global rank 0 (on every rank for an evaluator with ``every_rank``, which returns
+        the metrics on rank 0); with several ranks every rank receives the metrics."""
+        run_here = self.is_global_zero or getattr(self.evaluator, "every_rank", False)
+        evaluation = self.evaluator(self.algorithm.model) if run_here else None
         return D.broadcast_object(evaluation, src=0) if self.world_size > 1 else evaluation
 
     # ------------------------------------------------------------------ checkpoint dicts

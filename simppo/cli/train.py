@@ -32,6 +32,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from simppo.cli import errors  # noqa: E402
 from simppo.cli.errors import UsageError  # noqa: E402
 from simppo.config import TrainCfg, register_configs  # noqa: E402
+from simppo.motion.config import CHUNK_MODES  # noqa: E402
 from simppo.paths import CONFIG_DIR  # noqa: E402
 
 CPU_DEFAULT_NUM_ENVS = 256  # sim=auto → MuJoCo C threads: ~1,000 training steps/s on 2 cores
@@ -108,6 +109,8 @@ def check_values(cfg: TrainCfg) -> None:
     for key, value, ok, expected in rules:
         if not ok:
             raise UsageError(f"{key}={value}: must be {expected}")
+    if cfg.motion.chunk not in CHUNK_MODES:
+        raise UsageError(f"motion.chunk={cfg.motion.chunk}: choose from {list(CHUNK_MODES)}")
     if getattr(cfg.env, "action_reference", None) is not None:
         from simppo.envs.imitation.config import action_reference_problem
 
@@ -307,12 +310,13 @@ def run(cfg_node) -> None:
         agent.setup()
     except (ExplorationConfigError, DistributedConfigError) as exc:
         fail(str(exc))
-    hooks, evaluator = [], None  # rank 0 alone records clips and evaluates
+    hooks, evaluator = [], None  # rank 0 alone records clips and (unless the motions are chunked) evaluates
     if zero and cfg.video_every > 0:
         from simppo.eval.training_video import TrainingVideo
 
         hooks.append((cfg.video_every, TrainingVideo(cfg, run_dir, device, log_to_wandb=cfg.logger == "wandb")))
-    if zero and cfg.eval_every > 0 and getattr(env, "motion_lib", None) is not None:
+    chunked = world > 1 and cfg.motion.chunk == "rank"  # every rank evaluates its own share of the motions
+    if (zero or chunked) and cfg.eval_every > 0 and getattr(env, "motion_lib", None) is not None:
         from simppo.eval.periodic import PeriodicEvaluator
 
         evaluator = PeriodicEvaluator(cfg, device)

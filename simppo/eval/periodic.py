@@ -8,7 +8,7 @@ import re
 import torch
 
 from simppo.eval.loading import build_eval_env
-from simppo.eval.metrics import evaluate_motions, summarize
+from simppo.eval.metrics import MotionResult, evaluate_motions, summarize
 
 
 def evaluate_policy(env, model) -> list:
@@ -34,17 +34,27 @@ class PeriodicEvaluator:
 
     ``max_envs`` motions are played at a time (the motion set runs in rounds); per-motion keys are logged for
     at most ``max_logged_motions`` motions.
+
+    ``motion.chunk=rank`` with several ranks: build it on every rank (``every_rank``); each rank plays its own
+    share of the motions and global rank 0 receives every rank's results, so the metrics cover every motion.
     """
 
     def __init__(self, cfg, device: str, max_envs: int = 16, max_logged_motions: int = 32):
-        from simppo.motion.index import MotionIndex
-
-        num_motions = MotionIndex.from_sources(cfg.motion.resolved_files()).num_motions
-        self.env = build_eval_env(cfg, max(1, min(max_envs, num_motions)), device)
+        index = cfg.motion.load_index()  # with motion.chunk=rank: this rank's share
+        self.every_rank = index.rank_shards is not None
+        self.env = build_eval_env(cfg, max(1, min(max_envs, index.num_motions)), device)
         self.max_logged_motions = max_logged_motions
 
-    def __call__(self, model) -> dict[str, float]:
+    def __call__(self, model) -> dict[str, float] | None:
+        """The metrics (on global rank 0; ``None`` on the other ranks of a chunked evaluation)."""
         results = evaluate_policy(self.env, model)
+        if self.every_rank:
+            from simppo.agent.distributed import gather_objects
+
+            parts = gather_objects([r.to_json() for r in results], dst=0)
+            if parts is None:
+                return None
+            results = [MotionResult.from_json(d) for part in parts for d in part]
         s = summarize(results)
         body_error_m = (s["mpjpe_global_mm"] or 0.0) / 1000.0
         out = {"eval/survival_fraction": s["survival_fraction"], "eval/success_rate": s["success_rate"],

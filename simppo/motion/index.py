@@ -19,7 +19,8 @@ from simppo.motion.format import SHARD_SUFFIX, ShardFormatError, ShardHeader, na
 INDEX_FILE = "index.json"
 PACK_FORMAT = "simppo-motion-pack"
 
-__all__ = ["INDEX_FILE", "MotionIndex", "MotionShard", "names_digest", "read_pack_index", "resolve_shard_paths"]
+__all__ = ["INDEX_FILE", "MotionIndex", "MotionShard", "assign_shards", "names_digest", "read_pack_index",
+           "resolve_shard_paths"]
 
 
 @dataclass
@@ -30,6 +31,20 @@ class MotionShard:
     offset: int
     count: int
     names_digest: str
+
+
+def assign_shards(frames: list[int], world_size: int) -> list[list[int]]:
+    """Shard indices per rank, balanced by frames: the largest shard first goes to the rank with the fewest
+    frames so far (ties: the lower shard index, the lower rank), every rank's list in index order. Deterministic,
+    so every rank computes the same split from the same headers. Needs ``len(frames) >= world_size`` for every
+    rank to get a shard."""
+    totals = [0] * world_size
+    ranks: list[list[int]] = [[] for _ in range(world_size)]
+    for i in sorted(range(len(frames)), key=lambda i: (-frames[i], i)):
+        r = min(range(world_size), key=lambda r: (totals[r], len(ranks[r]), r))
+        ranks[r].append(i)
+        totals[r] += frames[i]
+    return [sorted(r) for r in ranks]
 
 
 def read_pack_index(index_path: Path) -> dict:
@@ -89,12 +104,47 @@ def resolve_shard_paths(sources) -> list[Path]:
 
 @dataclass
 class MotionIndex:
+    """Shards and their rows. A chunk (:meth:`chunk`) holds some shards of a ``whole`` index with their global
+    offsets, so rows stay global while a rank loads only its share."""
+
     shards: list[MotionShard]
     _headers: dict = field(default_factory=dict, repr=False, compare=False)
+    whole_index: MotionIndex | None = field(default=None, repr=False, compare=False)  # None: this is the whole
+    rank_shards: list[list[int]] | None = field(default=None, repr=False, compare=False)  # whole's shards per rank
 
     @property
     def num_motions(self) -> int:
         return sum(s.count for s in self.shards)
+
+    @property
+    def whole(self) -> MotionIndex:
+        """The index every rank shares (``self`` unless this is a chunk): its rows number every motion."""
+        return self.whole_index if self.whole_index is not None else self
+
+    def chunk(self, rank: int, world_size: int) -> MotionIndex:
+        """Rank ``rank``'s share of this index's shards (:func:`assign_shards`, balanced by frames), keeping
+        their global offsets; ``self`` with one rank. Raises :class:`ShardFormatError` when there are fewer
+        shards than ranks."""
+        if world_size <= 1:
+            return self
+        if len(self.shards) < world_size:
+            raise ShardFormatError(
+                f"{self.shards[0].path if self.shards else 'motion.files'}: motion.chunk=rank gives every rank whole "
+                f"shards, and the motions hold {len(self.shards)} shard(s) for {world_size} ranks; re-pack with "
+                "simppo-pack --max-motions-per-shard N so that there are at least as many shards as ranks "
+                "(or use motion.chunk=all)")
+        frames = [self.header(i).num_frames for i in range(len(self.shards))]
+        ranks = assign_shards(frames, world_size)
+        out = MotionIndex([self.shards[i] for i in ranks[rank]], whole_index=self, rank_shards=ranks)
+        out._headers = self._headers  # one header cache for the whole and its chunks
+        return out
+
+    def chunk_state(self) -> dict:
+        """Plain types naming how the motions are split over the ranks: ``{"mode": "all"}``, or ``{"mode":
+        "rank", "world_size", "rank_shards"}`` (indices into the whole index's shards, per rank)."""
+        if self.rank_shards is None:
+            return {"mode": "all"}
+        return {"mode": "rank", "world_size": len(self.rank_shards), "rank_shards": [list(r) for r in self.rank_shards]}
 
     def state_dict(self) -> dict:
         """Plain Python types only (safe for ``torch.load(weights_only=True)``)."""

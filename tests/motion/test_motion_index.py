@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from simppo.motion import MotionIndex, MotionLib, MotionShard, names_digest
+from simppo.motion.config import MotionCfg
 from simppo.motion.format import MotionMeta, ShardFormatError, ShardHeader, open_shard, write_shard
-from simppo.motion.index import INDEX_FILE
+from simppo.motion.index import INDEX_FILE, assign_shards
 from simppo.motion.pack import pack_motions
 from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
 
@@ -134,3 +135,42 @@ def test_bad_sources(tmp_path, three_shards):
     offs = [f["offset"] for f in h.fields.values()]
     assert all(o % 64 == 0 for o in offs) and offs == sorted(offs)
     assert np.all(np.diff(offs) >= [f["nbytes"] for f in list(h.fields.values())[:-1]])
+
+
+def test_assign_shards_gives_every_shard_to_one_rank_balanced_by_frames():
+    assert assign_shards([100, 10, 60, 50], 2) == [[0, 1], [2, 3]]  # 110 frames each
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        world = int(rng.integers(1, 6))
+        frames = [int(f) for f in rng.integers(1, 1000, size=int(rng.integers(world, 20)))]
+        ranks = assign_shards(frames, world)
+        assert sorted(i for r in ranks for i in r) == list(range(len(frames)))
+        assert all(r and r == sorted(r) for r in ranks)
+        totals = [sum(frames[i] for i in r) for r in ranks]
+        assert max(totals) - min(totals) <= max(frames)  # greedy to the least-loaded rank never overshoots more
+        assert assign_shards(frames, world) == ranks  # every rank computes the same split
+
+
+def test_rank_chunks_load_disjoint_shards_with_global_rows(three_shards):
+    whole = MotionIndex.from_sources(three_shards)  # 2, 1 and 3 motions of 8 frames: 16, 8 and 24 frames
+    chunks = [whole.chunk(r, 2) for r in range(2)]
+    assert [[s.path for s in c.shards] for c in chunks] == [[whole.shards[2].path],
+                                                            [whole.shards[0].path, whole.shards[1].path]]
+    assert chunks[0].shards[0].offset == 3 and [s.offset for s in chunks[1].shards] == [0, 2]  # rows stay global
+    assert all(c.whole is whole for c in chunks) and whole.whole is whole and whole.chunk(0, 1) is whole
+    assert chunks[0].chunk_state() == chunks[1].chunk_state() == {"mode": "rank", "world_size": 2,
+                                                                  "rank_shards": [[2], [0, 1]]}
+    assert whole.chunk_state() == {"mode": "all"}
+    libs = [MotionLib(c) for c in chunks]
+    assert [lib.motion_names for lib in libs] == [["d", "e", "f"], ["a", "b", "c"]]  # only the rank's share
+    with pytest.raises(ShardFormatError, match="3 shard\\(s\\) for 4 ranks.*--max-motions-per-shard"):
+        whole.chunk(0, 4)
+
+
+def test_motion_cfg_chunk_picks_this_ranks_share(three_shards):
+    cfg = MotionCfg(files=[str(p) for p in three_shards], chunk="rank")
+    assert cfg.load_index().num_motions == 6  # no process group: one rank loads everything
+    assert cfg.load_index(rank=1, world_size=2).num_motions == 3
+    assert MotionCfg(files=cfg.files).load_index(rank=1, world_size=2).num_motions == 6  # chunk=all
+    with pytest.raises(ValueError, match="motion.chunk='shard': choose from"):
+        MotionCfg(files=cfg.files, chunk="shard").load_index()

@@ -50,7 +50,7 @@ class HumanoidImitationEnv(VecEnv):
         self.sim = make_sim(self.robot_cfg, sim_cfg or SimCfg(), num_envs=num_envs, device=device)
         r = self.sim.robot
         motion_cfg = motion_cfg or MotionCfg()
-        self.motion_lib = MotionLib(motion_cfg.resolved_files(), device=device,
+        self.motion_lib = MotionLib(motion_cfg.load_index(), device=device,
                                     robot_digest=robot_digest(self.robot_cfg.joint_names, r.body_names[1:]),
                                     robot_name=self.robot_cfg.source or self.robot_cfg.name,
                                     joint_limits=dict(zip(self.robot_cfg.joint_names, r.joint_limits.tolist(),
