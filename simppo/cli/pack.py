@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="frames whose collision geometry reaches this far below z=0 (m) are lifted onto the floor with "
         "a warning; deeper is an error (default: 0.05)",
     )
+    p.add_argument("--fix-height", choices=["auto", "all", "none"], default=d.fix_height,
+                   help="shift each clip so that its lowest point over all frames touches the floor: auto (default) "
+                   "for ProtoMotions .motion files, whose loader does the same; all; none")
     p.add_argument("--recursive", action="store_true",
                    help="directories: pack the motion files of every sub-directory too (named by their path)")
     p.add_argument("--workers", type=int, default=0,
@@ -107,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         max_motions_per_shard=args.max_motions_per_shard,
         joint_limit_tol=args.joint_limit_tol,
         ground_tol=args.ground_tol,
+        fix_height=args.fix_height,
         allow_airborne=args.allow_airborne,
         recursive=args.recursive,
         mirror=args.mirror,

@@ -65,6 +65,7 @@ from simppo.utils.files import staged_directory
 
 SUPPORTED_SUFFIXES = (".csv", ".npz", PROTOMOTIONS_SUFFIX)
 FORMATS = {"csv": ".csv", "npz": ".npz", "protomotions": PROTOMOTIONS_SUFFIX}  # manifest ``format`` → reader
+FIX_HEIGHT_MODES = ("auto", "all", "none")
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 
 
@@ -93,6 +94,9 @@ class PackOptions:
     progress: bool = False  # a progress bar over the shards (stderr)
     mirror: bool = False  # add each clip's left-right mirror image as <name>_mirror (the robot's mirror map)
     allow_airborne: bool = False  # a clip that starts (or mostly stays) in the air is meant to
+    # shift each clip so that its lowest geometry over all frames touches the floor: "auto" for ProtoMotions files
+    # (whose loader applies this fix, so their heights are not meant as they are), "all" or "none"
+    fix_height: str = "auto"
     contact_height: float = 0.03  # m: foot lowest point below this ...
     contact_speed: float = 0.3  # m/s: ... and foot speed below this = contact
 
@@ -129,6 +133,7 @@ class Clip:
     warnings: list[str] = field(default_factory=list)  # repairs made (one line each)
     notes: list[str] = field(default_factory=list)  # what the reader found (one line each)
     file_body_pos: np.ndarray | None = None  # the file's own world body positions [T, B, 3], when it has them
+    fix_height: bool = False  # shift the clip so that its lowest geometry touches the floor (PackOptions.fix_height)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -474,6 +479,9 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
     if read is not None:
         clip.notes = [f"{path}: {n}" for n in read.notes]
         clip.file_body_pos = read.body_pos
+    if opts.fix_height not in FIX_HEIGHT_MODES:
+        raise MotionPackError("--fix-height", 0, 0, f"must be one of {list(FIX_HEIGHT_MODES)}, got {opts.fix_height!r}")
+    clip.fix_height = opts.fix_height == "all" or (opts.fix_height == "auto" and src.suffix == PROTOMOTIONS_SUFFIX)
     return clip
 
 
@@ -569,6 +577,15 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
     dt = 1.0 / fps
     fk = robot.forward(qpos)
     _check_orientation(clip, qpos, fk, robot, opts)
+    shift = -float(fk["lowest_z"].min())
+    if clip.fix_height and abs(shift) > opts.ground_slack:  # a clip on the floor within the slack stays as it is
+        qpos = qpos.copy()
+        qpos[:, 2] += shift
+        fk["body_pos"][:, :, 2] += shift
+        fk["foot_lowest_z"] += shift
+        fk["lowest_z"] = fk["lowest_z"] + shift
+        clip.notes.append(f"{clip.source}: {'raised' if shift > 0 else 'lowered'} by {abs(shift):.3f} m so that "
+                          "its lowest point touches the floor (--fix-height)")
     low = np.nonzero(fk["lowest_z"] < -opts.ground_tol)[0]
     if len(low):
         t = low[0]

@@ -166,3 +166,24 @@ def test_bad_dataset_files_get_one_line_errors(tmp_path, walk, capsys):
     assert "frame counts differ" in _pack_error(tmp_path, capsys, tmp_path / "frames.npz")
     (tmp_path / "clip.bvh").write_text("HIERARCHY\n")
     assert "unsupported input type '.bvh'" in _pack_error(tmp_path, capsys, tmp_path / "clip.bvh")
+
+
+def test_protomotions_clips_are_put_on_the_floor_as_protomotions_loads_them(tmp_path, walk):
+    rows, fk = walk
+    sunk, fk_sunk = rows.copy(), {k: v.copy() for k, v in fk.items()}
+    sunk[:, 2] -= 0.08  # ProtoMotions' loader moves each clip onto the floor, so its files need not be
+    fk_sunk["body_pos"][..., 2] -= 0.08
+    write_protomotions(tmp_path / "sunk.motion", sunk, fk_sunk, extra_object=False)
+    np.savetxt(tmp_path / "walk.csv", rows, delimiter=",", fmt="%.9f")
+    np.savetxt(tmp_path / "sunk.csv", sunk, delimiter=",", fmt="%.9f")
+    reference = motions(pack_motions([tmp_path / "walk.csv"], tmp_path / "ref").out_dir)["walk"]
+    res = pack_motions([tmp_path / "sunk.motion"], tmp_path / "auto")  # default: --fix-height auto
+    assert any("raised by 0.08" in n and "touches the floor" in n for n in res.notes), res.notes
+    assert_same_motion(motions(tmp_path / "auto")["sunk"], reference)
+    with pytest.raises(MotionPackError, match="below the ground"):  # other formats are taken as they are ...
+        pack_motions([tmp_path / "sunk.csv"], tmp_path / "csv")
+    with pytest.raises(MotionPackError, match="below the ground"):  # ... and so is any file with none
+        pack_motions([tmp_path / "sunk.motion"], tmp_path / "none", opts=PackOptions(fix_height="none"))
+    pack_motions([tmp_path / "sunk.csv"], tmp_path / "all", opts=PackOptions(fix_height="all"))
+    assert_same_motion(motions(tmp_path / "all")["sunk"], reference)
+    assert not (tmp_path / "csv").exists() and not (tmp_path / "none").exists()
