@@ -21,6 +21,7 @@ LAYERS = [
     {"config"},
     {"eval"},
     {"cli"},
+    {"integrations"},
 ]
 
 
