@@ -64,3 +64,94 @@ class GymVectorEnv(VectorEnv):
 
     def close_extras(self, **kwargs) -> None:
         self.env.close()
+
+
+class WrappedGymEnv(VecEnv):
+    """The other way round: a gymnasium env as a simppo ``VecEnv``, so that simppo's PPO trains it.
+
+    ``WrappedGymEnv("Pendulum-v1", num_envs=16, seed=0)`` makes a synchronous gymnasium vector env; a gymnasium
+    ``Env`` is wrapped as one env, and a ``VectorEnv`` must reset the same-step way (``autoreset_mode=SAME_STEP``:
+    simppo's API reports the last observation of an ended episode with the step that ended it). Observations are
+    flattened to float32 ``[num_envs, obs_dim]`` tensors (copies from the env's numpy arrays: gymnasium envs live
+    on the host); a ``Box`` action space with finite bounds takes actions in ``[-1, 1]``, scaled to its bounds and
+    clipped. Episode returns and lengths are reported in ``extras["episode"]``.
+    """
+
+    def __init__(self, env, num_envs: int | None = None, seed: int = 0, device: str = "cpu", **make_kwargs):
+        if isinstance(env, str):
+            env = gym.make_vec(env, num_envs=num_envs or 1, vectorization_mode="sync",
+                               vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP}, **make_kwargs)
+        elif isinstance(env, gym.Env):
+            single = env
+            env = gym.vector.SyncVectorEnv([lambda: single], autoreset_mode=AutoresetMode.SAME_STEP)
+        if not isinstance(env, VectorEnv):
+            raise TypeError(f"WrappedGymEnv: expected a gymnasium env id, Env or VectorEnv, got {type(env).__name__}")
+        mode = env.metadata.get("autoreset_mode")
+        if mode != AutoresetMode.SAME_STEP:
+            raise ValueError(f"WrappedGymEnv: the vector env resets with autoreset_mode={mode}; simppo needs "
+                             "SAME_STEP (gymnasium.make_vec(..., vector_kwargs={'autoreset_mode': "
+                             "gymnasium.vector.AutoresetMode.SAME_STEP}))")
+        space = env.single_action_space
+        if not isinstance(space, Box):
+            raise ValueError(f"WrappedGymEnv: simppo's PPO acts in continuous (Box) spaces, not {space}")
+        self.gym_env, self.seed, self.device = env, int(seed), device
+        self.num_envs, self.num_actions = env.num_envs, int(np.prod(space.shape))
+        obs_dim = int(np.prod(gym.spaces.flatdim(env.single_observation_space)))
+        self.obs_dims = {"obs": obs_dim, "critic_obs": obs_dim}
+        bounded = np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))
+        self._low, self._high = (space.low, space.high) if bounded else (None, None)
+        self._obs_space = env.single_observation_space
+        self._return = np.zeros(self.num_envs, np.float64)
+        self._length = np.zeros(self.num_envs, np.int64)
+        self._obs: dict[str, torch.Tensor] | None = None
+        self._seeded = False
+
+    def _tensor(self, obs) -> torch.Tensor:
+        flat = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
+        return torch.as_tensor(flat, device=self.device)
+
+    def reset(self) -> dict[str, torch.Tensor]:
+        obs, _ = self.gym_env.reset(seed=None if self._seeded else self.seed)
+        self._seeded = True
+        self._return[:] = 0.0
+        self._length[:] = 0
+        t = self._tensor(obs)
+        self._obs = {"obs": t, "critic_obs": t}
+        return self._obs
+
+    def get_observations(self) -> dict[str, torch.Tensor]:
+        return self._obs if self._obs is not None else self.reset()
+
+    def step(self, actions: torch.Tensor):
+        shape = (self.num_envs, *self.gym_env.single_action_space.shape)
+        a = actions.detach().to("cpu", torch.float32).numpy().reshape(shape)
+        if self._low is not None:
+            a = self._low + (np.clip(a, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
+        obs, reward, terminated, truncated, infos = self.gym_env.step(a)
+        done = np.logical_or(terminated, truncated)
+        self._return += reward
+        self._length += 1
+        final = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1).copy()
+        if done.any() and "final_obs" in infos:
+            for i in np.flatnonzero(done):
+                final[i] = np.asarray(infos["final_obs"][i], dtype=np.float32).reshape(-1)
+        episode = {"reward": torch.as_tensor(self._return.astype(np.float32), device=self.device),
+                   "length": torch.as_tensor(self._length.astype(np.float32), device=self.device)}
+        self._return[done] = 0.0
+        self._length[done] = 0
+        t, terminal = self._tensor(obs), torch.as_tensor(final, device=self.device)
+        self._obs = {"obs": t, "critic_obs": t}
+        extras = {"terminal_obs": {"obs": terminal, "critic_obs": terminal}, "episode": episode}
+        return (self._obs, torch.as_tensor(np.asarray(reward, np.float32), device=self.device),
+                torch.as_tensor(terminated, device=self.device), torch.as_tensor(truncated, device=self.device), extras)
+
+    def state_dict(self) -> dict:
+        """Nothing: a gymnasium env's state is its own (checkpoints hold the agent's state only)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """A gymnasium env cannot be put back into a saved state: a resumed run starts new episodes."""
+        self.reset()
+
+    def close(self) -> None:
+        self.gym_env.close()
