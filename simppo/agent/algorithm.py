@@ -317,7 +317,7 @@ class PPOAlgorithm:
             counts = D.all_reduce_(torch.stack([self.row_steps, self.row_terms]))
             self.row_steps.copy_(counts[0])
             self.row_terms.copy_(counts[1])
-        out = X.sigma_metrics(self.model.actor.log_std, self.row_steps, self.row_terms)
+        out = X.sigma_metrics(self.model.actor.effective_log_std(), self.row_steps, self.row_terms)
         self.row_steps.zero_()
         self.row_terms.zero_()
         return out

@@ -24,6 +24,9 @@ class ActorCfg(MLPCfg):
     min_log_std: float = -7.0
     max_log_std: float = 2.0
     tanh_mean: bool = False  # bound the action mean to (-1, 1)
+    # clamp: the log-std parameter is clamped into [min_log_std, max_log_std] after each step; tanh: it is stretched
+    # into them, log_std = min + (max - min) * (tanh(p) + 1) / 2 (TensorAeroSpace's actor)
+    log_std_bounds: str = "clamp"
 
 
 @dataclass

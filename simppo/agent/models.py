@@ -1,5 +1,7 @@
 """Actor (diagonal Gaussian MLP) and critic (MLP) with device-resident observation normalizers."""
 
+import math
+
 import torch
 from torch import nn
 
@@ -37,8 +39,16 @@ class Actor(nn.Module):
         self.min_log_std, self.max_log_std = float(cfg.min_log_std), float(cfg.max_log_std)
         if self.min_log_std > self.max_log_std:
             raise ValueError(f"actor.min_log_std {self.min_log_std} > actor.max_log_std {self.max_log_std}")
+        if cfg.log_std_bounds not in ("clamp", "tanh"):
+            raise ValueError(f"actor.log_std_bounds={cfg.log_std_bounds!r}: choose clamp or tanh")
+        self.stretch = cfg.log_std_bounds == "tanh"
         shape = (num_actions,) if num_rows is None else (int(num_rows), num_actions)
-        log_std = torch.full(shape, float(cfg.init_log_std))
+        init = float(cfg.init_log_std)
+        if self.stretch:  # the parameter whose stretch is init_log_std (kept off the bounds, where tanh saturates)
+            span = self.max_log_std - self.min_log_std
+            unit = 2.0 * (init - self.min_log_std) / span - 1.0 if span > 0 else 0.0
+            init = math.atanh(min(max(unit, -0.999), 0.999))
+        log_std = torch.full(shape, init)
         if cfg.learnable_log_std:
             self.log_std = nn.Parameter(log_std)
         else:
@@ -56,18 +66,28 @@ class Actor(nn.Module):
         mean = self.mu(obs)
         return torch.tanh(mean) if self.tanh_mean else mean
 
+    def effective_log_std(self) -> torch.Tensor:
+        """The log-std ``[A]`` (or ``[R, A]``) the policy samples with: the parameter itself, or its stretch into
+        ``[min_log_std, max_log_std]`` (``log_std_bounds=tanh``)."""
+        if not self.stretch:
+            return self.log_std
+        return self.min_log_std + 0.5 * (self.max_log_std - self.min_log_std) * (torch.tanh(self.log_std) + 1.0)
+
     def forward(self, obs: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         mean = self.mean(obs)
+        log_std = self.effective_log_std()
         if not self.per_motion:
-            return mean, self.log_std.expand_as(mean)
+            return mean, log_std.expand_as(mean)
         if rows is None:
             raise ValueError("per-motion exploration: the actor needs each sample's motion row")
-        return mean, self.log_std[rows]
+        return mean, log_std[rows]
 
     @torch.no_grad()
     def clamp_log_std_(self) -> None:
-        """Project every log-std entry (every row) into ``[min_log_std, max_log_std]`` in place."""
-        self.log_std.clamp_(self.min_log_std, self.max_log_std)
+        """Project every log-std entry (every row) into ``[min_log_std, max_log_std]`` in place (a stretched
+        log-std is always inside them)."""
+        if not self.stretch:
+            self.log_std.clamp_(self.min_log_std, self.max_log_std)
 
 
 class Critic(nn.Module):

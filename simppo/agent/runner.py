@@ -451,7 +451,7 @@ class Runner:
         never reads it."""
         if not self.algorithm.per_motion or not getattr(self.fabric, "is_global_zero", True):
             return
-        save_snapshot(self.root_dir / SNAPSHOT_FILE, self.motion_index, self.algorithm.model.actor.log_std,
+        save_snapshot(self.root_dir / SNAPSHOT_FILE, self.motion_index, self.algorithm.model.actor.effective_log_std(),
                       self.epoch, self.step_count)
 
     def load(self, path: str | Path, load_training_state: bool = True) -> None:

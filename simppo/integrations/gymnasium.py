@@ -105,6 +105,7 @@ class WrappedGymEnv(VecEnv):
         self._length = np.zeros(self.num_envs, np.int64)
         self._obs: dict[str, torch.Tensor] | None = None
         self._seeded = False
+        self.episodes_done = 0  # episodes ended since the env was built (a host count: the env lives on the host)
 
     def _tensor(self, obs) -> torch.Tensor:
         flat = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
@@ -129,6 +130,7 @@ class WrappedGymEnv(VecEnv):
             a = self._low + (np.clip(a, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
         obs, reward, terminated, truncated, infos = self.gym_env.step(a)
         done = np.logical_or(terminated, truncated)
+        self.episodes_done += int(done.sum())
         self._return += reward
         self._length += 1
         final = np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1).copy()

@@ -29,3 +29,21 @@ def test_ppo_learns_gymnasium_pendulum():
     print(f"\nPendulum-v1 episode returns (every ~3 iterations): {[round(r) for r in returns]}")
     assert returns[0] < -900.0, returns
     assert sum(returns[-5:]) / 5 > -400.0, returns
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_tensoraerospace_ppo_learns_gymnasium_pendulum():
+    """TensorAeroSpace's interface (its defaults but 10 epochs per update) on simppo's core: 150,000 transitions."""
+    import gymnasium as gym
+
+    from simppo.integrations.tensoraerospace import PPO as TasPPO
+
+    agent = TasPPO(gym.make_vec("Pendulum-v1", num_envs=8, vectorization_mode="sync",
+                                vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}),
+                   num_epochs=10, eval_freq=0, seed=0)
+    stats = agent.train(max_steps=150_000)
+    returns = stats["episode_rewards"]
+    print(f"\nTensorAeroSpace PPO on Pendulum-v1, episode returns per update: {[round(r) for r in returns]}")
+    assert returns[0] < -900.0, returns
+    assert sum(returns[-5:]) / 5 > -400.0, returns
