@@ -47,3 +47,32 @@ def test_tensoraerospace_ppo_learns_gymnasium_pendulum():
     print(f"\nTensorAeroSpace PPO on Pendulum-v1, episode returns per update: {[round(r) for r in returns]}")
     assert returns[0] < -900.0, returns
     assert sum(returns[-5:]) / 5 > -400.0, returns
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_ppo_trainer_learns_gymnasium_pendulum():
+    """TorchRL's trainer interface on simppo's core, from a gymnasium vector env: 245,760 frames."""
+    import gymnasium as gym
+
+    from simppo.integrations.trainer import PPOTrainer
+
+    torch.manual_seed(0)
+    env = gym.make_vec("Pendulum-v1", num_envs=32, vectorization_mode="sync",
+                       vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    trainer = PPOTrainer.from_env(env, total_frames=245_760, frames_per_batch=2048, minibatch_size=512,
+                                  learning_rate=3e-3, config=small_agent_cfg(gamma=0.95), progress_bar=False)
+    returns = []
+    original = trainer.runner.train_iteration
+
+    def iteration():
+        metrics = original()
+        if "episode/reward" in metrics:
+            returns.append(metrics["episode/reward"])
+        return metrics
+
+    trainer.runner.train_iteration = iteration
+    trainer.train()
+    print(f"\nPPOTrainer on Pendulum-v1, episode returns: {[round(r) for r in returns]}")
+    assert returns[0] < -900.0, returns
+    assert sum(returns[-5:]) / 5 > -400.0, returns
