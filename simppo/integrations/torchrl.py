@@ -75,3 +75,64 @@ class TorchRLEnv(EnvBase):
         if not getattr(self, "is_closed", False):
             self.env.close()
         super().close(raise_if_closed=raise_if_closed)
+
+
+class FromTorchRL(VecEnv):
+    """The other way round: a batched TorchRL ``EnvBase`` (``batch_size [N]``, an ``observation`` key, a continuous
+    action) as a simppo ``VecEnv``, so that simppo's PPO trains it. Each step is TorchRL's ``step_and_maybe_reset``:
+    the step's ``"next"`` observation is the terminal one of the envs that ended, and the returned observation the
+    first of their new episodes. ``obs_key`` names the observation (also the critic's); returns and lengths of the
+    ended episodes are reported in ``extras["episode"]``."""
+
+    def __init__(self, env: EnvBase, obs_key: str = "observation"):
+        if len(env.batch_size) != 1:
+            raise ValueError(f"FromTorchRL: the env's batch_size {tuple(env.batch_size)} must be [num_envs]")
+        self.tr_env, self.obs_key = env, obs_key
+        self.num_envs = int(env.batch_size[0])
+        self.device = env.device if env.device is not None else torch.device("cpu")
+        self.num_actions = int(env.action_spec.shape[-1])
+        dim = int(env.observation_spec[obs_key].shape[-1])
+        self.obs_dims = {"obs": dim, "critic_obs": dim}
+        self._td = None
+        self._return = torch.zeros(self.num_envs, device=self.device)
+        self._length = torch.zeros(self.num_envs, device=self.device)
+
+    def _obs(self, td) -> dict[str, torch.Tensor]:
+        obs = td.get(self.obs_key).to(torch.float32).reshape(self.num_envs, -1)
+        return {"obs": obs, "critic_obs": obs}
+
+    def reset(self) -> dict[str, torch.Tensor]:
+        self._td = self.tr_env.reset()
+        self._return.zero_()
+        self._length.zero_()
+        return self._obs(self._td)
+
+    def get_observations(self) -> dict[str, torch.Tensor]:
+        return self._obs(self._td) if self._td is not None else self.reset()
+
+    def step(self, actions: torch.Tensor):
+        self._td.set("action", actions.reshape(self.tr_env.action_spec.shape).to(self.tr_env.action_spec.dtype))
+        out, self._td = self.tr_env.step_and_maybe_reset(self._td)
+        nxt = out.get("next")
+        reward = nxt.get("reward").reshape(self.num_envs).to(torch.float32)
+        terminated = nxt.get("terminated").reshape(self.num_envs)
+        truncated = nxt.get("truncated", torch.zeros_like(terminated)).reshape(self.num_envs)
+        done = terminated | truncated
+        self._return += reward
+        self._length += 1.0
+        episode = {"reward": self._return.clone(), "length": self._length.clone()}
+        self._return.masked_fill_(done, 0.0)
+        self._length.masked_fill_(done, 0.0)
+        extras = {"terminal_obs": self._obs(nxt), "episode": episode}
+        return self._obs(self._td), reward, terminated, truncated, extras
+
+    def state_dict(self) -> dict:
+        """Nothing: a TorchRL env's state is its own (checkpoints hold the agent's state only)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """A TorchRL env cannot be put back into a saved state: a resumed run starts new episodes."""
+        self.reset()
+
+    def close(self) -> None:
+        self.tr_env.close()

@@ -6,10 +6,11 @@
     with trainer.stop_on_signal():
         trainer.train()
 
-``env``: a simppo env, a :class:`~simppo.integrations.torchrl.TorchRLEnv` (its simppo env is trained), or a
-gymnasium env / vector env (through :class:`~simppo.integrations.gymnasium.WrappedGymEnv`). The actor and critic
-are simppo's (``actor=None``, ``critic=None``: one PPO core, no second implementation); TorchRL modules, other
-TorchRL envs, recurrent windows (``sub_traj_len``) and arguments simppo has no counterpart for are refused with
+``env``: a simppo env, a :class:`~simppo.integrations.torchrl.TorchRLEnv` (its simppo env is trained), another
+batched TorchRL env (through :class:`~simppo.integrations.torchrl.FromTorchRL`) or a gymnasium env / vector env
+(through :class:`~simppo.integrations.gymnasium.WrappedGymEnv`). The actor and critic
+are simppo's (``actor=None``, ``critic=None``: one PPO core, no second implementation); TorchRL modules,
+recurrent windows (``sub_traj_len``) and arguments simppo has no counterpart for are refused with
 one line, never ignored. Checkpoints are simppo's (atomic, checksummed, ``weights_only``): with
 ``save_trainer_file=DIR`` a file ``DIR/checkpoint_<frames>.ckpt`` every ``save_trainer_interval`` frames and at the
 end, rotated (``keep_last`` newest, plus ``keep_best=(metric, "min"|"max")``'s best, ``DIR/best.ckpt``).
@@ -42,6 +43,10 @@ def _simppo_env(env) -> VecEnv:
     inner = getattr(env, "env", None)
     if type(env).__name__ == "TorchRLEnv" and isinstance(inner, VecEnv):
         return inner
+    if type(env).__module__.startswith("torchrl") or hasattr(env, "step_and_maybe_reset"):
+        from simppo.integrations.torchrl import FromTorchRL
+
+        return FromTorchRL(env)
     try:
         import gymnasium as gym
     except ImportError:
@@ -50,8 +55,8 @@ def _simppo_env(env) -> VecEnv:
         from simppo.integrations.gymnasium import WrappedGymEnv
 
         return WrappedGymEnv(env)
-    raise TypeError(f"PPOTrainer.from_env: {type(env).__name__} is not a simppo env, a TorchRLEnv over one or a "
-                    "gymnasium env (other TorchRL envs are not supported)")
+    raise TypeError(f"PPOTrainer.from_env: {type(env).__name__} is not a simppo env, a TorchRL env or a gymnasium "
+                    "env")
 
 
 def _refuse(what: str, given: dict, known: dict) -> None:

@@ -64,3 +64,19 @@ def test_a_plain_torchrl_ppo_loop_runs_two_batches():
         batches += 1
     collector.shutdown()
     assert batches == 2
+
+
+def test_a_torchrl_env_drives_like_the_simppo_env_it_wraps():
+    from simppo.integrations.torchrl import FromTorchRL
+
+    direct = simppo.make_env("pendulum", N, "cpu", **{"env.max_episode_steps": 4})
+    wrapped = FromTorchRL(TorchRLEnv(simppo.make_env("pendulum", N, "cpu", **{"env.max_episode_steps": 4})))
+    assert torch.equal(direct.reset()["obs"], wrapped.reset()["obs"])
+    for t in range(6):
+        a = torch.full((N, 1), 0.1 * t)
+        od, rd, td, trd, ed = direct.step(a)
+        ow, rw, tw, trw, ew = wrapped.step(a)
+        assert torch.equal(od["obs"], ow["obs"]) and torch.equal(rd, rw)
+        assert torch.equal(td, tw) and torch.equal(trd, trw)
+        assert torch.equal(ed["terminal_obs"]["obs"], ew["terminal_obs"]["obs"])
+    assert torch.equal(ew["episode"]["length"], torch.full((N,), 2.0))  # the episodes begun at step 4

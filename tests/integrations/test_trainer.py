@@ -7,6 +7,7 @@ import signal
 import gymnasium as gym
 import pytest
 import torch
+from torchrl.envs import StepCounter, TransformedEnv
 
 import simppo
 from simppo.integrations.torchrl import TorchRLEnv
@@ -75,7 +76,8 @@ def test_request_stop_and_signals_finish_the_batch_and_checkpoint(tmp_path, monk
 
 
 def test_other_envs_are_accepted_and_unsupported_arguments_refused():
-    for env in (TorchRLEnv(simppo.make_env("pendulum", 4, "cpu")), gym.make("Pendulum-v1"),
+    transformed = TransformedEnv(TorchRLEnv(simppo.make_env("pendulum", 4, "cpu")), StepCounter())  # any TorchRL env
+    for env in (TorchRLEnv(simppo.make_env("pendulum", 4, "cpu")), transformed, gym.make("Pendulum-v1"),
                 simppo.make_env("humanoid_imitation", 4, "cpu")):
         trainer = PPOTrainer.from_env(env, total_frames=64, frames_per_batch=32, minibatch_size=16,
                                       progress_bar=False)
