@@ -15,6 +15,7 @@ import torch
 
 from simppo.envs.base import VecEnv
 from simppo.integrations import require
+from simppo.integrations.external import ExternalVecEnv
 
 gym = require("gymnasium", "gymnasium")
 from gymnasium.spaces import Box  # noqa: E402
@@ -66,7 +67,7 @@ class GymVectorEnv(VectorEnv):
         self.env.close()
 
 
-class WrappedGymEnv(VecEnv):
+class WrappedGymEnv(ExternalVecEnv):
     """The other way round: a gymnasium env as a simppo ``VecEnv``, so that simppo's PPO trains it.
 
     ``WrappedGymEnv("Pendulum-v1", num_envs=16, seed=0)`` makes a synchronous gymnasium vector env; a gymnasium
@@ -147,13 +148,6 @@ class WrappedGymEnv(VecEnv):
         return (self._obs, torch.as_tensor(np.asarray(reward, np.float32), device=self.device),
                 torch.as_tensor(terminated, device=self.device), torch.as_tensor(truncated, device=self.device), extras)
 
-    def state_dict(self) -> dict:
-        """Nothing: a gymnasium env's state is its own (checkpoints hold the agent's state only)."""
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        """A gymnasium env cannot be put back into a saved state: a resumed run starts new episodes."""
-        self.reset()
 
     def close(self) -> None:
         self.gym_env.close()

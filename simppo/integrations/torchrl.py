@@ -18,6 +18,7 @@ import torch
 
 from simppo.envs.base import VecEnv
 from simppo.integrations import require
+from simppo.integrations.external import ExternalVecEnv
 
 require("torchrl", "torchrl")
 from tensordict import TensorDict, TensorDictBase  # noqa: E402
@@ -77,7 +78,7 @@ class TorchRLEnv(EnvBase):
         super().close(raise_if_closed=raise_if_closed)
 
 
-class FromTorchRL(VecEnv):
+class FromTorchRL(ExternalVecEnv):
     """The other way round: a batched TorchRL ``EnvBase`` (``batch_size [N]``, an ``observation`` key, a continuous
     action) as a simppo ``VecEnv``, so that simppo's PPO trains it. Each step is TorchRL's ``step_and_maybe_reset``:
     the step's ``"next"`` observation is the terminal one of the envs that ended, and the returned observation the
@@ -126,13 +127,6 @@ class FromTorchRL(VecEnv):
         extras = {"terminal_obs": self._obs(nxt), "episode": episode}
         return self._obs(self._td), reward, terminated, truncated, extras
 
-    def state_dict(self) -> dict:
-        """Nothing: a TorchRL env's state is its own (checkpoints hold the agent's state only)."""
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        """A TorchRL env cannot be put back into a saved state: a resumed run starts new episodes."""
-        self.reset()
 
     def close(self) -> None:
         self.tr_env.close()
