@@ -500,3 +500,35 @@ def test_sampler_sample_mask_and_init_start():
     times.fill_(-1.0)
     s1.sample(mask, ids, times)
     assert (times[mask] == 0.0).all() and (times[~mask] == -1.0).all()
+
+
+def test_large_sets_keep_the_same_ema_lazily_and_draw_from_the_refreshed_distribution():
+    exact, lazy = _sampler(ema_alpha=0.5), _sampler(ema_alpha=0.5, large_bins=0, refresh_every=4)
+    assert lazy.amortized and not exact.amortized
+    gen = torch.Generator().manual_seed(1)
+    ref = torch.zeros(7, dtype=torch.float64)
+    for _ in range(150):  # (1 - 0.5)^t passes 1e-20 at t = 67: the scale is folded in on the way
+        ids = torch.randint(0, 3, (9,), generator=gen, dtype=torch.int32)
+        times = torch.rand(9, generator=gen) * 3.0
+        term = torch.rand(9, generator=gen) < 0.3
+        for s in (exact, lazy):
+            s.update(ids, times, term)
+        f = torch.zeros(7, dtype=torch.float64).index_add_(0, exact.bins_of(ids, times), term.double())
+        ref = 0.5 * ref + 0.5 * f
+    torch.testing.assert_close(lazy.ema().double(), ref, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(lazy.state_dict()["failure_ema"], exact.state_dict()["failure_ema"], rtol=1e-5,
+                               atol=1e-7)
+    torch.testing.assert_close(lazy.probabilities(), exact.probabilities(), rtol=1e-5, atol=1e-7)
+    torch.manual_seed(0)
+    n = 20000
+    ids, times = torch.zeros(n, dtype=torch.int32), torch.zeros(n)
+    lazy.sample(torch.ones(n, dtype=torch.bool), ids, times)
+    freq = torch.bincount(lazy.bins_of(ids, times), minlength=7).double() / n
+    torch.testing.assert_close(freq, lazy.probabilities().double(), atol=0.015, rtol=0)
+    # the distribution is refreshed every refresh_every updates, not at every step
+    stale = lazy.probabilities().clone()
+    lazy.update(torch.tensor([1], dtype=torch.int32), torch.tensor([0.5]), torch.tensor([True]))
+    assert lazy._cdf is not None and torch.allclose(lazy._cdf[-1:].float(), stale.sum().reshape(1))
+    for _ in range(3):
+        lazy.update(torch.tensor([1], dtype=torch.int32), torch.tensor([0.5]), torch.tensor([True]))
+    assert lazy._cdf is None  # the next draw recomputes it

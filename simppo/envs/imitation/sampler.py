@@ -12,6 +12,11 @@ uniform), and ``smooth`` credits a bin with the failures of the next ``smoothing
 of the same motion with weights ``smoothing_lambda ** k`` (normalised; a fall is caused a little
 before it happens; the motion's last bin is repeated past its end, as mjlab pads). Start times are drawn
 uniformly inside the bin and strictly inside the clip. No host syncs: torch ops on device tensors.
+
+Large motion sets (more than ``large_bins`` bins) keep a step's cost independent of the number of motions: the EMA
+is stored divided by ``(1 - ema_alpha)^t`` (a host number), so a step writes only the bins of its terminations,
+and bins are drawn by inverse CDF from the distribution recomputed every ``refresh_every`` steps (at most one PPO
+rollout old), instead of a multinomial over every bin at every step.
 """
 
 import math
@@ -28,6 +33,10 @@ class AdaptiveSamplingCfg:
     uniform_ratio: float = 0.1  # absolute floor: weight of the uniform distribution against the failure counts
     smoothing_kernel_size: int = 3  # bins ahead (this one included) whose failures a bin is credited with
     smoothing_lambda: float = 0.8  # weight of the k-th bin ahead: lambda ** k (normalised)
+    # Above this many bins (large motion sets) a step costs O(envs) instead of O(bins): the EMA decays lazily (one
+    # host scale factor, folded in every ~46k steps) and the distribution is recomputed every refresh_every steps.
+    large_bins: int = 4096
+    refresh_every: int = 24
 
 
 class AdaptiveSampler:
@@ -64,6 +73,9 @@ class AdaptiveSampler:
         self.failure_ema = torch.zeros(self.num_bins, dtype=torch.float32, device=device)
         self._step_failures = torch.zeros(self.num_bins, dtype=torch.float32, device=device)
         self._bin_buf = torch.zeros(0, dtype=torch.int64, device=device)  # multinomial output, sized on use
+        # large sets: failure_ema holds the EMA divided by the host scale (1 - alpha)^t; the CDF is refreshed
+        self.amortized = self.num_bins > cfg.large_bins
+        self._scale, self._updates, self._cdf = 1.0, 0, None
 
     def bins_of(self, motion_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
         """Flat bin index ``[N]`` of each (motion, time)."""
@@ -76,15 +88,35 @@ class AdaptiveSampler:
         """Fold this step's terminations ``[N]`` into the failure EMA."""
         if not self.cfg.enabled:
             return
+        if self.amortized:
+            self._update_lazily(self.bins_of(motion_ids, times), terminated)
+            return
         self._step_failures.zero_()
         self._step_failures.index_add_(0, self.bins_of(motion_ids, times), terminated.float())
         self.failure_ema.mul_(1.0 - self.cfg.ema_alpha).add_(self._step_failures, alpha=self.cfg.ema_alpha)
+
+    def _update_lazily(self, bins: torch.Tensor, terminated: torch.Tensor) -> None:
+        """ema_t = (1 - a) ema_(t-1) + a f_t kept as ema / (1 - a)^t: only the bins of this step's envs are written.
+        The scale is a host number (a function of the step count), never read from the device."""
+        a = self.cfg.ema_alpha
+        self._scale *= 1.0 - a
+        self.failure_ema.index_add_(0, bins, terminated.float(), alpha=a / self._scale)
+        if self._scale < 1e-20:  # fold the scale in before float32 runs out of range (every ~46k steps)
+            self.failure_ema.mul_(self._scale)
+            self._scale = 1.0
+        self._updates += 1
+        if self._updates % max(1, self.cfg.refresh_every) == 0:
+            self._cdf = None
+
+    def ema(self) -> torch.Tensor:
+        """The failure EMA ``[num_bins]``."""
+        return self.failure_ema * self._scale if self.amortized else self.failure_ema
 
     def probabilities(self) -> torch.Tensor:
         """Sampling distribution over bins ``[num_bins]``."""
         if not self.cfg.enabled:
             return self.uniform_probs
-        smoothed = (self.kernel * self.failure_ema[self.ahead]).sum(0)
+        smoothed = (self.kernel * self.ema()[self.ahead]).sum(0)
         p = smoothed + self.cfg.uniform_ratio * self.uniform_probs
         return p / p.sum()
 
@@ -98,12 +130,19 @@ class AdaptiveSampler:
     def sample(self, mask: torch.Tensor, motion_ids_out: torch.Tensor, times_out: torch.Tensor) -> None:
         """Draw new (motion, time) for every env and keep them where ``mask [N]`` (bool) is set."""
         n = mask.shape[0]
-        if self._bin_buf.shape[0] != n:
-            self._bin_buf = torch.zeros(n, dtype=torch.int64, device=self.device)
-        bins = torch.multinomial(self.probabilities(), n, replacement=True, out=self._bin_buf)
+        if self.amortized:  # inverse CDF of the last refreshed distribution: O(n log bins)
+            if self._cdf is None:
+                self._cdf = torch.cumsum(self.probabilities().double(), 0)
+            u = torch.rand(n, 3, device=self.device)
+            bins = torch.searchsorted(self._cdf, (u[:, 2] * self._cdf[-1]).double(), right=True)
+            bins = bins.clamp_(max=self.num_bins - 1)
+        else:
+            if self._bin_buf.shape[0] != n:
+                self._bin_buf = torch.zeros(n, dtype=torch.int64, device=self.device)
+            bins = torch.multinomial(self.probabilities(), n, replacement=True, out=self._bin_buf)
+            u = torch.rand(n, 2, device=self.device)
         motion = self.bin_motion[bins]
         length = self.motion_lengths[motion]
-        u = torch.rand(n, 2, device=self.device)
         start = self.bin_index[bins].float() * self.cfg.bin_size_s
         end = torch.minimum(start + self.cfg.bin_size_s, length)
         t = start + u[:, 0] * (end - start)  # uniform in [start, end): strictly inside the clip
@@ -117,7 +156,7 @@ class AdaptiveSampler:
         times_out.copy_(torch.where(mask, t, times_out))
 
     def state_dict(self) -> dict:
-        return {"failure_ema": self.failure_ema.clone()}
+        return {"failure_ema": self.ema().clone()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore the failure EMA. A state with fewer bins comes from a motion set that has since grown by
@@ -128,3 +167,4 @@ class AdaptiveSampler:
             raise ValueError(f"sampler state has {ema.shape[0]} bins, this motion set {self.num_bins}")
         self.failure_ema.zero_()
         self.failure_ema[:ema.shape[0]].copy_(ema)
+        self._scale, self._cdf = 1.0, None
