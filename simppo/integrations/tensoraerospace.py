@@ -27,10 +27,11 @@ import numpy as np
 import torch
 
 from simppo.agent.config import ActorCfg, MLPCfg, PPOAgentConfig
+from simppo.agent.losses import gaussian_log_prob
 from simppo.agent.ppo import PPO as SimppoPPO
 from simppo.integrations import require
 from simppo.utils.device import fabric_for, resolve_device
-from simppo.utils.files import atomic_write_bytes, atomic_write_text
+from simppo.utils.files import atomic_write, atomic_write_text
 
 require("gymnasium", "gymnasium")
 from simppo.integrations.gymnasium import WrappedGymEnv  # noqa: E402
@@ -97,7 +98,7 @@ class PPO:
         obs = self.model.obs_norm(x) if self.model.normalize_obs else x
         mean, log_std = self.model.actor(obs)
         action = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
-        log_prob = (-0.5 * ((action - mean) / log_std.exp()) ** 2 - log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
+        log_prob = gaussian_log_prob(action, mean, log_std)
         out = [self._to_env(action), self._to_env(mean), log_prob.cpu().numpy()]
         return tuple(o[0] for o in out) if single else tuple(out)
 
@@ -191,12 +192,12 @@ class PPO:
                   "actor_opt.pth": alg.actor_optimizer.state_dict(),
                   "critic_opt.pth": alg.critic_optimizer.state_dict()}
         for name, state in states.items():
-            atomic_write_bytes(out / name, _torch_bytes(state))
+            atomic_write(out / name, lambda fh, state=state: torch.save(state, fh))
         atomic_write_text(out / "train_state.json", json.dumps({"episodes": self.episodes, "steps": self.steps,
                                                                "best_eval_reward": self.best_eval}))
         for name, rms in (("obs_rms.npz", self.model.obs_norm), ("ret_rms.npz", alg.reward_normalizer.return_rms)):
             arrays = {k: v.detach().cpu().numpy() for k, v in rms.state_dict().items()}
-            atomic_write_bytes(out / name, _npz_bytes(arrays))
+            atomic_write(out / name, lambda fh, arrays=arrays: np.savez(fh, **arrays))
         return out
 
     @classmethod
@@ -245,18 +246,3 @@ class _ActOnly:
 
     get_observations = reset
 
-
-def _torch_bytes(state) -> bytes:
-    import io
-
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    return buf.getvalue()
-
-
-def _npz_bytes(arrays: dict) -> bytes:
-    import io
-
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
