@@ -58,11 +58,15 @@ def per_step(fn, iters: int) -> float:
     return (time.perf_counter() - t0) / iters
 
 
-def query_costs(pack: str, envs: int, iters: int) -> dict[str, float]:
+def query_costs(pack: str, envs: int, iters: int, among: int | None = None) -> dict[str, float]:
+    """Per-step costs over ``pack``; ``among``: the envs play only its first ``among`` motions (the same tables,
+    the data of a few motions: what the count alone costs)."""
     lib = MotionLib([pack], device="cpu")
     out = lib.alloc_state(envs, 4)
     offsets = torch.tensor([0.02, 0.04, 0.08, 0.16])
     ids = lib.sample_motions(envs)
+    if among is not None:
+        ids = ids % among
     times = lib.sample_times(ids)
     state = per_step(lambda: lib.get_motion_state(ids, times, offsets, out=out), iters)
     sampler = AdaptiveSampler(lib.motion_lengths.tolist(), lib.motion_weights, AdaptiveSamplingCfg(), 0.1, "cpu")
@@ -124,10 +128,16 @@ def main() -> None:
 
     big, small = query_costs(str(work / "pack"), args.envs, args.iters), query_costs(str(DEFAULT_MOTIONS),
                                                                                       args.envs, args.iters)
-    report["per_step"] = {"big": big, "small": small}
+    few = query_costs(str(work / "pack"), args.envs, args.iters, among=small["motions"])
+    report["per_step"] = {"big": big, "small": small, "big_few_played": few}
     for key, what in (("get_motion_state_ms", "get_motion_state"), ("sampler_ms", "sampler update + sample")):
         print(f"{what} at {args.envs} envs: {big[key]:.3f} ms over {big['motions']:,} motions, {small[key]:.3f} ms "
               f"over {small['motions']} ({big[key] / small[key]:.2f}x)", flush=True)
+    state = "get_motion_state_ms"
+    print(f"get_motion_state with the {big['motions']:,}-motion set loaded but the envs on {small['motions']} of its "
+          f"motions: {few[state]:.3f} ms ({few[state] / small[state]:.2f}x the {small['motions']}-motion set: the "
+          f"count's own cost; {big[state] / few[state]:.2f}x from the envs reading {args.envs} scattered clips "
+          "instead of a few cached ones, a cost bounded by the number of envs)", flush=True)
 
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "WANDB_MODE": "disabled"}

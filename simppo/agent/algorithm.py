@@ -30,11 +30,15 @@ def clip_grad_norm(module: nn.Module, max_norm: float) -> torch.Tensor:
 class PPOAlgorithm:
     """Actor-critic PPO for ``num_envs`` envs of widths ``obs_dims`` (``obs``, optional ``critic_obs``) and
     ``num_actions``. ``num_rows``: per-motion exploration (one log-std row per motion row; ``motion_rows [M]`` maps
-    an env's motion id to its row), ``None`` for one shared log-std. ``precision``: the MLPs' (``fp32``/``bf16``)."""
+    an env's motion id to its row), ``None`` for one shared log-std. ``precision``: the MLPs' (``fp32``/``bf16``).
+    ``modules``: ``(actor, critic)`` to train instead of simppo's MLPs (see :class:`~simppo.agent.models.PPOModel`;
+    either may be ``None``)."""
 
     def __init__(self, fabric, config: PPOAgentConfig, obs_dims: dict[str, int], num_actions: int, num_envs: int,
-                 precision: str = "fp32", num_rows: int | None = None, motion_rows: torch.Tensor | None = None):
+                 precision: str = "fp32", num_rows: int | None = None, motion_rows: torch.Tensor | None = None,
+                 modules: tuple[nn.Module | None, nn.Module | None] = (None, None)):
         self.fabric, self.config, self.precision = fabric, config, precision
+        self.given_modules = modules
         self.device = fabric.device
         self.world_size = D.world_size(fabric)
         self.obs_dims, self.num_actions, self.num_envs = obs_dims, num_actions, num_envs
@@ -62,7 +66,8 @@ class PPOAlgorithm:
     def create_model(self) -> PPOModel:
         c, dims = self.config, self.obs_dims
         model = PPOModel(dims["obs"], dims.get("critic_obs", dims["obs"]), self.num_actions, c.actor, c.critic,
-                         obs_clip=c.obs_clip, normalize_obs=c.normalize_obs, num_rows=self.num_rows)
+                         obs_clip=c.obs_clip, normalize_obs=c.normalize_obs, num_rows=self.num_rows,
+                         actor=self.given_modules[0], critic=self.given_modules[1])
         if c.compile:
             model.compile_mlps()
         return model.to(self.device)

@@ -106,6 +106,9 @@ class PPOModel(nn.Module):
 
     ``normalize_obs=False`` passes observations through unchanged (the normalizers stay at identity stats).
     ``num_rows``: per-motion exploration with a ``[num_rows, A]`` log-std table (see :class:`Actor`).
+    ``actor`` / ``critic``: modules of the same contract to use instead of the MLPs (``actor(obs [B, obs_dim])`` →
+    ``(mean [B, A], log_std [B, A])`` with ``mean(obs)``, ``clamp_log_std_()``, ``per_motion``; ``critic(obs)`` →
+    ``value [B]``), e.g. :class:`~simppo.integrations.torchrl.TorchRLActor`; the normalizers stay simppo's.
     """
 
     def __init__(
@@ -118,18 +121,23 @@ class PPOModel(nn.Module):
         obs_clip: float = 5.0,
         normalize_obs: bool = True,
         num_rows: int | None = None,
+        actor: nn.Module | None = None,
+        critic: nn.Module | None = None,
     ):
         super().__init__()
-        self.actor = Actor(obs_dim, num_actions, actor_cfg, num_rows)
-        self.critic = Critic(critic_obs_dim, critic_cfg)
+        if actor is not None and num_rows is not None:
+            raise ValueError("per-motion exploration needs simppo's actor (its log-std table); a given actor has its "
+                             "own exploration: use agent.exploration=shared")
+        self.actor = actor if actor is not None else Actor(obs_dim, num_actions, actor_cfg, num_rows)
+        self.critic = critic if critic is not None else Critic(critic_obs_dim, critic_cfg)
         self.obs_norm = RunningMeanStd((obs_dim,), clip=obs_clip)
         self.critic_obs_norm = RunningMeanStd((critic_obs_dim,), clip=obs_clip)
         self.normalize_obs = normalize_obs
 
     def compile_mlps(self) -> None:
         """``torch.compile`` the actor's and the critic's MLPs in place (state-dict keys unchanged)."""
-        self.actor.mu.compile()
-        self.critic.net.compile()
+        getattr(self.actor, "mu", self.actor).compile()
+        getattr(self.critic, "net", self.critic).compile()
 
     @torch.no_grad()
     def normalize(self, obs: dict[str, torch.Tensor], update: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

@@ -34,11 +34,14 @@ class PPO:
     :class:`~simppo.motion.index.MotionIndex` row of each env's motion (``env.motion_lib.index``). Several ranks (a
     DDP ``fabric``): each rank steps its own ``env`` with its own seed, and :meth:`setup` refuses ranks that would
     run different amounts of work. After :meth:`setup`, ``algorithm`` and ``runner`` are the two pieces; the
-    attributes below read through to them.
+    attributes below read through to them. ``actor`` / ``critic``: modules to train instead of simppo's MLPs (the
+    contract of :class:`~simppo.agent.models.PPOModel`).
     """
 
-    def __init__(self, fabric, env: VecEnv, config: PPOAgentConfig, root_dir: str | Path | None = None):
+    def __init__(self, fabric, env: VecEnv, config: PPOAgentConfig, root_dir: str | Path | None = None,
+                 actor=None, critic=None):
         self.fabric, self.env, self.config = fabric, env, config
+        self.given_modules = (actor, critic)
         self.root_dir = Path(root_dir) if root_dir is not None else None
         self.device = fabric.device
         self.num_envs, self.num_steps = env.num_envs, config.num_steps
@@ -60,7 +63,7 @@ class PPO:
         check_same_work(self.fabric, self.env, self.config, num_rows, self.precision)
         motion_rows = X.motion_rows(self.motion_index) if self.per_motion else None
         self.algorithm = PPOAlgorithm(self.fabric, self.config, self.env.obs_dims, self.env.num_actions,
-                                      self.num_envs, self.precision, num_rows, motion_rows)
+                                      self.num_envs, self.precision, num_rows, motion_rows, self.given_modules)
         self.runner = Runner(self.fabric, self.env, self.algorithm, self.config, self.root_dir)
 
     def loop(self, root_dir: str | Path | None = None, **options) -> Runner:

@@ -130,3 +130,71 @@ class FromTorchRL(ExternalVecEnv):
 
     def close(self) -> None:
         self.tr_env.close()
+
+
+def _single_in_key(module, what: str):
+    keys = list(getattr(module, "in_keys", []))
+    if len(keys) != 1:
+        raise ValueError(f"{what}: the module reads {keys}; simppo hands it one observation tensor, so it must read "
+                         "exactly one key")
+    return keys[0]
+
+
+class TorchRLActor(torch.nn.Module):
+    """A TorchRL policy as simppo's actor (one PPO core; the observation normalizer stays simppo's): ``obs [B, D]``
+    (normalised) → ``(mean [B, A], log_std [B, A])``. ``module``: a ``ProbabilisticActor`` (any
+    ``ProbabilisticTensorDictSequential``) whose distribution is a diagonal Gaussian (``torch.distributions.Normal``
+    or TorchRL's ``IndependentNormal``) over ``loc`` / ``scale``, or a ``TensorDictModule`` writing ``loc`` and
+    ``scale``; it reads one observation key. simppo samples, scores and bounds the actions of that Gaussian itself;
+    other distributions (``TanhNormal``, ...) are refused in one line."""
+
+    per_motion = False
+
+    def __init__(self, module):
+        super().__init__()
+        from torchrl.modules.distributions import IndependentNormal
+
+        self.obs_key = _single_in_key(module, "TorchRLActor")
+        dist_module = module[-1] if hasattr(module, "get_dist_params") else None
+        if dist_module is not None:
+            dist = getattr(dist_module, "distribution_class", None)
+            if dist not in (torch.distributions.Normal, IndependentNormal):
+                raise ValueError(f"TorchRLActor: distribution {getattr(dist, '__name__', dist)}: simppo's PPO trains a "
+                                 "diagonal Gaussian (torch.distributions.Normal or IndependentNormal over loc/scale)")
+            keys = dist_module.in_keys
+            mapping = dict(keys) if isinstance(keys, dict) else {k: k for k in keys}
+            out_keys = {name: mapping.get(name) for name in ("loc", "scale")}
+        else:
+            out_keys = {name: name if name in getattr(module, "out_keys", []) else None for name in ("loc", "scale")}
+        if None in out_keys.values():
+            raise ValueError(f"TorchRLActor: the module must give a Gaussian's loc and scale (found {out_keys})")
+        self.loc_key, self.scale_key = out_keys["loc"], out_keys["scale"]
+        self.module = module
+
+    def forward(self, obs: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        td = TensorDict({self.obs_key: obs}, batch_size=obs.shape[:1])
+        params = self.module.get_dist_params(td) if hasattr(self.module, "get_dist_params") else self.module(td)
+        return params.get(self.loc_key), params.get(self.scale_key).log()
+
+    def mean(self, obs: torch.Tensor) -> torch.Tensor:
+        return self(obs)[0]
+
+    def clamp_log_std_(self) -> None:
+        """Nothing to project: the module bounds its own scale."""
+
+
+class TorchRLCritic(torch.nn.Module):
+    """A TorchRL value module (``ValueOperator`` or any ``TensorDictModule`` reading one observation key and writing
+    ``value_key``) as simppo's critic: ``critic_obs [B, D]`` (normalised) → ``value [B]``."""
+
+    def __init__(self, module, value_key="state_value"):
+        super().__init__()
+        self.obs_key = _single_in_key(module, "TorchRLCritic")
+        if value_key not in list(getattr(module, "out_keys", [])):
+            raise ValueError(f"TorchRLCritic: value_key={value_key!r} is not among the module's out_keys "
+                             f"{list(getattr(module, 'out_keys', []))}")
+        self.module, self.value_key = module, value_key
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        td = TensorDict({self.obs_key: obs}, batch_size=obs.shape[:1])
+        return self.module(td).get(self.value_key).reshape(obs.shape[0])

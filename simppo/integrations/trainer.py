@@ -8,10 +8,12 @@
 
 ``env``: a simppo env, a :class:`~simppo.integrations.torchrl.TorchRLEnv` (its simppo env is trained), another
 batched TorchRL env (through :class:`~simppo.integrations.torchrl.FromTorchRL`) or a gymnasium env / vector env
-(through :class:`~simppo.integrations.gymnasium.WrappedGymEnv`). The actor and critic
-are simppo's (``actor=None``, ``critic=None``: one PPO core, no second implementation); TorchRL modules,
-recurrent windows (``sub_traj_len``) and arguments simppo has no counterpart for are refused with
-one line, never ignored. Checkpoints are simppo's (atomic, checksummed, ``weights_only``): with
+(through :class:`~simppo.integrations.gymnasium.WrappedGymEnv`). ``actor`` / ``critic``: TorchRL modules (a
+``ProbabilisticActor`` with a ``Normal`` distribution over ``loc``/``scale``, a ``ValueOperator`` writing
+``value_key``; see :class:`~simppo.integrations.torchrl.TorchRLActor`) trained by simppo's PPO core (one core, no
+second implementation; the observation normalizers stay simppo's), or ``None`` for simppo's MLPs (sizes: the agent
+config). Recurrent windows (``sub_traj_len``) and arguments simppo has no counterpart for are refused with one line,
+never ignored. Checkpoints are simppo's (atomic, checksummed, ``weights_only``): with
 ``save_trainer_file=DIR`` a file ``DIR/checkpoint_<frames>.ckpt`` every ``save_trainer_interval`` frames and at the
 end, rotated (``keep_last`` newest, plus ``keep_best=(metric, "min"|"max")``'s best, ``DIR/best.ckpt``).
 """
@@ -90,15 +92,12 @@ class PPOTrainer:
                  value_key="state_value", loss_kwargs=None, gae_kwargs=None, collector_kwargs=None,
                  **trainer_kwargs) -> PPOTrainer:
         """A trainer of simppo's PPO on ``env`` with TorchRL's argument names (see the module)."""
-        if actor is not None or critic is not None:
-            raise ValueError("PPOTrainer.from_env: simppo trains its own actor-critic (PPOModel); pass actor=None and "
-                             "critic=None (sizes: agent config, e.g. PPOAgentConfig.actor.units)")
         if sub_traj_len is not None:
             raise ValueError(f"PPOTrainer.from_env: sub_traj_len={sub_traj_len}: simppo's policies are feedforward "
                              "(no recurrent training windows)")
-        if value_key != "state_value":
-            raise ValueError(f"PPOTrainer.from_env: value_key={value_key!r}: simppo's critic has no output key to "
-                             "rename")
+        if value_key != "state_value" and critic is None:
+            raise ValueError(f"PPOTrainer.from_env: value_key={value_key!r}: simppo's own critic (critic=None) has no "
+                             "output key to rename")
         if collector_kwargs:
             raise ValueError(f"PPOTrainer.from_env: collector_kwargs {sorted(collector_kwargs)}: simppo steps its env "
                              "in place on its device, without a TorchRL collector")
@@ -123,7 +122,12 @@ class PPOTrainer:
             import torch
 
             torch.manual_seed(trainer_kwargs.pop("seed"))
-        agent = PPO(fabric_for(resolve_device(str(venv.device))), venv, config)
+        if actor is not None or critic is not None:
+            from simppo.integrations.torchrl import TorchRLActor, TorchRLCritic
+
+            actor = TorchRLActor(actor) if actor is not None else None
+            critic = TorchRLCritic(critic, value_key) if critic is not None else None
+        agent = PPO(fabric_for(resolve_device(str(venv.device))), venv, config, actor=actor, critic=critic)
         agent.setup()
         return cls(agent, total_frames, **trainer_kwargs)
 

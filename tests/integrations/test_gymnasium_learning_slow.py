@@ -49,10 +49,27 @@ def test_tensoraerospace_ppo_learns_gymnasium_pendulum():
     assert sum(returns[-5:]) / 5 > -400.0, returns
 
 
+def torchrl_modules() -> dict:
+    """A TorchRL actor (Gaussian over loc / scale) and critic of simppo's small sizes (64, 64)."""
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torchrl.modules import ProbabilisticActor, ValueOperator
+
+    def mlp(out: int) -> torch.nn.Sequential:
+        return torch.nn.Sequential(torch.nn.Linear(3, 64), torch.nn.ELU(), torch.nn.Linear(64, 64), torch.nn.ELU(),
+                                   torch.nn.Linear(64, out))
+
+    actor = ProbabilisticActor(TensorDictModule(torch.nn.Sequential(mlp(2), NormalParamExtractor()),
+                                                in_keys=["observation"], out_keys=["loc", "scale"]),
+                               in_keys=["loc", "scale"], distribution_class=torch.distributions.Normal)
+    return {"actor": actor, "critic": ValueOperator(mlp(1), in_keys=["observation"])}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_ppo_trainer_learns_gymnasium_pendulum():
-    """TorchRL's trainer interface on simppo's core, from a gymnasium vector env: 245,760 frames."""
+@pytest.mark.parametrize("modules", ["simppo", "torchrl"])
+def test_ppo_trainer_learns_gymnasium_pendulum(modules):
+    """TorchRL's trainer interface on simppo's core, from a gymnasium vector env: 245,760 frames; the actor and
+    critic are simppo's or TorchRL modules."""
     import gymnasium as gym
 
     from simppo.integrations.trainer import PPOTrainer
@@ -60,8 +77,9 @@ def test_ppo_trainer_learns_gymnasium_pendulum():
     torch.manual_seed(0)
     env = gym.make_vec("Pendulum-v1", num_envs=32, vectorization_mode="sync",
                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    given = torchrl_modules() if modules == "torchrl" else {}
     trainer = PPOTrainer.from_env(env, total_frames=245_760, frames_per_batch=2048, minibatch_size=512,
-                                  learning_rate=3e-3, config=small_agent_cfg(gamma=0.95), progress_bar=False)
+                                  learning_rate=3e-3, config=small_agent_cfg(gamma=0.95), progress_bar=False, **given)
     returns = []
     original = trainer.runner.train_iteration
 

@@ -7,13 +7,29 @@ import signal
 import gymnasium as gym
 import pytest
 import torch
+from tensordict import TensorDict
+from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torchrl.envs import StepCounter, TransformedEnv
+from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 
 import simppo
+from simppo.agent.losses import gaussian_log_prob
 from simppo.integrations.torchrl import TorchRLEnv
 from simppo.integrations.trainer import PPOTrainer, rotation
 
 N = 16
+
+
+def torchrl_actor(obs_dim: int, num_actions: int, distribution=torch.distributions.Normal) -> ProbabilisticActor:
+    net = torch.nn.Sequential(torch.nn.Linear(obs_dim, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2 * num_actions),
+                              NormalParamExtractor())
+    return ProbabilisticActor(TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+                              in_keys=["loc", "scale"], distribution_class=distribution)
+
+
+def torchrl_critic(obs_dim: int) -> ValueOperator:
+    return ValueOperator(torch.nn.Sequential(torch.nn.Linear(obs_dim, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1)),
+                         in_keys=["observation"])
 
 
 def pendulum_trainer(tmp_path=None, total=N * 32 * 6, **kw) -> PPOTrainer:
@@ -84,10 +100,86 @@ def test_other_envs_are_accepted_and_unsupported_arguments_refused():
         trainer.train()
         assert trainer.checkpoint_step >= 64
     env = simppo.make_env("pendulum", 4, "cpu")
-    refused = [({"actor": torch.nn.Linear(3, 1)}, "own actor-critic"), ({"sub_traj_len": 8}, "feedforward"),
+    refused = [({"actor": torch.nn.Linear(3, 1)}, "one key"), ({"sub_traj_len": 8}, "feedforward"),
                ({"loss_kwargs": {"clip_epsilon": 0.1, "kl_coef": 1.0}}, "\\['kl_coef'\\]"),
                ({"collector_kwargs": {"storing_device": "cpu"}}, "collector"), ({"batch_size": 3}, "batch_size"),
-               ({"value_key": "v"}, "value_key")]
+               ({"value_key": "v"}, "value_key"), ({"actor": torchrl_actor(3, 1, TanhNormal)}, "diagonal Gaussian"),
+               ({"critic": torchrl_critic(3), "value_key": "v"}, "not among the module's out_keys")]
     for kwargs, match in refused:
         with pytest.raises(ValueError, match=match):
             PPOTrainer.from_env(env, total_frames=64, **kwargs)
+
+
+def test_torchrl_actor_and_critic_are_trained_by_simppos_core(tmp_path):
+    torch.manual_seed(0)
+    env = simppo.make_env("pendulum", N, "cpu")
+    actor, critic = torchrl_actor(3, 1), torchrl_critic(3)
+    before = [p.detach().clone() for p in (*actor.parameters(), *critic.parameters())]
+    trainer = PPOTrainer.from_env(env, actor=actor, critic=critic, total_frames=N * 32 * 3, frames_per_batch=N * 32,
+                                  minibatch_size=128, progress_bar=False, save_trainer_file=str(tmp_path / "c"))
+    trainer.train()
+    after = list((*actor.parameters(), *critic.parameters()))
+    assert all(not torch.equal(a, b) for a, b in zip(before, after, strict=True))  # every module tensor was trained
+    model = trainer.agent.algorithm.model
+    assert model.actor.module is actor and model.critic.module is critic
+
+    # simppo's policy is the module's Gaussian on simppo's normalised observation
+    obs = env.get_observations()
+    norm_obs, norm_critic = model.normalize(obs)
+    with torch.no_grad():
+        mean, log_std = model.actor(norm_obs)
+        td = TensorDict({"observation": norm_obs}, [N])
+        dist = actor.get_dist(td)
+        actions = dist.sample()
+        assert torch.allclose(mean, dist.loc) and torch.allclose(log_std.exp(), dist.scale)
+        simppo_logp = gaussian_log_prob(actions, mean, log_std)  # what the PPO core scores samples with
+        assert torch.allclose(simppo_logp, dist.log_prob(actions).sum(-1), atol=1e-5)
+        values = critic(td.set("observation", norm_critic))["state_value"][:, 0]
+        assert torch.allclose(model.critic(norm_critic), values)
+        assert torch.equal(model.act_inference(obs), mean)
+
+    # its checkpoint restores the modules' weights into fresh modules
+    fresh_actor, fresh_critic = torchrl_actor(3, 1), torchrl_critic(3)
+    fresh = PPOTrainer.from_env(simppo.make_env("pendulum", N, "cpu"), actor=fresh_actor, critic=fresh_critic,
+                                total_frames=1, frames_per_batch=N * 32, progress_bar=False)
+    fresh.load_from_file(tmp_path / "c")
+    for a, b in zip(fresh_actor.state_dict().values(), actor.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_given_actor_refuses_per_motion_exploration():
+    from simppo.agent.config import PPOAgentConfig
+
+    env = simppo.make_env("humanoid_imitation", 4, "cpu")
+    obs_dim = env.obs_dims["obs"]
+    with pytest.raises(ValueError, match="agent.exploration=shared"):
+        PPOTrainer.from_env(env, actor=torchrl_actor(obs_dim, env.num_actions), total_frames=8,
+                            config=PPOAgentConfig(exploration="per_motion"))
+
+
+def test_on_humanoid_imitation_it_trains_exactly_what_simppo_train_trains():
+    """One PPO core: the trainer's parameters after two batches equal those of simppo's own PPO on the same env,
+    config and seed (so simppo's learning checks of humanoid_imitation hold for the trainer)."""
+    from simppo.agent.ppo import PPO
+    from tests.helpers import cpu_fabric
+
+    def env():
+        return simppo.make_env("humanoid_imitation", 8, "cpu", seed=3)
+
+    first = env()
+    config = first.train_cfg.agent
+    trainer = PPOTrainer.from_env(first, total_frames=8 * 8 * 2, frames_per_batch=8 * 8, minibatch_size=32,
+                                  learning_rate=config.actor_lr, seed=3, config=config, progress_bar=False)
+    trainer.train()
+    second = env()
+    same = second.train_cfg.agent
+    same.num_steps, same.num_minibatches, same.critic_lr = 8, 2, same.actor_lr
+    torch.manual_seed(3)
+    agent = PPO(cpu_fabric(), second, same)
+    agent.setup()
+    for _ in range(2):
+        agent.train_iteration()
+    theirs, ours = trainer.agent.model.state_dict(), agent.model.state_dict()
+    assert theirs.keys() == ours.keys()
+    for key in ours:
+        assert torch.equal(theirs[key], ours[key]), key
