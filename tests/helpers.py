@@ -31,16 +31,19 @@ def train_setup(overrides: list[str], device: str):
 class SyncCounter:
     """Counts the tensor operations that read a value on the host while active (monkeypatched): ``item``, ``cpu``,
     ``numpy``, ``tolist``, ``bool()`` / ``float()`` / ``int()`` of a tensor, ``nonzero`` and indexing with a boolean
-    mask (``mask_index``: its result's size depends on the values)."""
+    mask (``mask_index``: its result's size depends on the values), and JAX arrays read on the host
+    (``jax_to_host``, sim=mjx)."""
 
-    NAMES = ("item", "cpu", "numpy", "tolist", "__bool__", "__float__", "__int__", "nonzero", "mask_index")
+    NAMES = ("item", "cpu", "numpy", "tolist", "__bool__", "__float__", "__int__", "nonzero", "mask_index",
+             "jax_to_host")
+    TORCH_NAMES = NAMES[:-2]
 
     def __init__(self, monkeypatch):
         self.counts = dict.fromkeys(self.NAMES, 0)
         self._mp = monkeypatch
         self.active = False
         self.trace = False
-        for name in self.NAMES[:-1]:
+        for name in self.TORCH_NAMES:
             original = getattr(torch.Tensor, name)
 
             def wrapper(t, *a, _orig=original, _name=name, **k):
@@ -65,6 +68,30 @@ class SyncCounter:
             return getitem(t, index)
 
         monkeypatch.setattr(torch.Tensor, "__getitem__", get_item)
+        self._count_jax_reads(monkeypatch)
+
+    JAX_NAMES = ("__array__", "item", "tolist", "__bool__", "__float__", "__int__")
+
+    def _count_jax_reads(self, monkeypatch) -> None:
+        """sim=mjx: JAX arrays read on the host count too (``jax_to_host``: ``np.asarray``, ``item``, ...,
+        ``jax.device_get``); DLPack views are not reads."""
+        try:
+            import jax
+            from jax._src.array import ArrayImpl
+        except ImportError:
+            return
+
+        def counted(original):
+            def wrapper(*a, **k):
+                if self.active:
+                    self.counts["jax_to_host"] += 1
+                return original(*a, **k)
+
+            return wrapper
+
+        for name in self.JAX_NAMES:
+            monkeypatch.setattr(ArrayImpl, name, counted(getattr(ArrayImpl, name)))
+        monkeypatch.setattr(jax, "device_get", counted(jax.device_get))
 
     def __enter__(self):
         self.active = True

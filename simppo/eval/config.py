@@ -50,7 +50,8 @@ class EvalCfg:
     motion: EvalMotionCfg = field(default_factory=EvalMotionCfg)
     num_envs: int | None = None  # None → min(number of motions, 64 on CPU / 4096 on CUDA)
     device: str = "auto"
-    sim: str | None = None  # simulator backend override (auto | mjwarp | mujoco); None → the run's (sim-to-sim check)
+    # simulator backend override (auto | mjwarp | mujoco | mjx); None → the run's (sim-to-sim check)
+    sim: str | None = None
     randomization: str = "none"  # none | deploy: domain randomization during the play (sim-to-real check)
     obs_noise: bool = False  # uniform noise on the policy's observations (the spec's scales)
     viewer: str = "none"  # none | native | web | video

@@ -23,7 +23,12 @@ def resolve_sim_name(name: str, device: str) -> str:
 
 def make_sim(robot_cfg: RobotCfg | str, sim_cfg: SimCfg, num_envs: int, device: str) -> SimBackend:
     """The backend named by ``sim_cfg.name`` (see :func:`resolve_sim_name`) with ``num_envs`` worlds."""
-    cls = MJWarpSim if resolve_sim_name(sim_cfg.name, device) == "mjwarp" else MuJoCoSim
+    name = resolve_sim_name(sim_cfg.name, device)
+    if name == "mjx":  # imported here: jax is an optional extra
+        from simppo.sim.mjx import MJXSim
+
+        return MJXSim(robot_cfg, sim_cfg, num_envs=num_envs, device=device)
+    cls = MJWarpSim if name == "mjwarp" else MuJoCoSim
     return cls(robot_cfg, sim_cfg, num_envs=num_envs, device=device)
 
 

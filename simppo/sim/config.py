@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SIM_NAMES = ("auto", "mjwarp", "mujoco")
+SIM_NAMES = ("auto", "mjwarp", "mujoco", "mjx")
+MJX_IMPLS = ("jax", "warp")
 JACOBIANS = ("auto", "dense", "sparse")
 MJWARP_SPARSE_ABOVE_NV = 32  # mujoco_warp's io.is_sparse for opt.jacobian=auto
 SELF_CONTACT_SLOTS = 32  # extra contacts per world reserved for self-collision
@@ -25,7 +26,7 @@ class SimCfg:
     """
 
     name: str = "auto"
-    """``auto`` (mjwarp on CUDA, mujoco on CPU) | ``mjwarp`` | ``mujoco``."""
+    """``auto`` (mjwarp on CUDA, mujoco on CPU) | ``mjwarp`` | ``mujoco`` | ``mjx`` (extra ``[mjx]``)."""
     decimation: int = 4
     """Physics steps per control step (200 Hz physics → 50 Hz control for the G1)."""
     timestep: float | None = None
@@ -54,6 +55,10 @@ class SimCfg:
     use_cuda_graph: bool = True
     """On CUDA devices with Warp's memory pool: capture the decimated step, the masked reset, ``forward`` and
     ``kinematics`` as CUDA graphs (ignored on CPU; without the pool, a warning and eager launches)."""
+    # --- mjx
+    mjx_impl: str = "jax"
+    """MJX's implementation: ``jax`` (its own JAX physics, any JAX device) | ``warp`` (MuJoCo Warp behind MJX's API,
+    CUDA only)."""
     # --- mujoco
     threads: int | None = None
     """Worker threads stepping the worlds with MuJoCo C; ``None`` → ``os.cpu_count()``."""

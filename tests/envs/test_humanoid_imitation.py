@@ -95,8 +95,8 @@ def test_env_step_and_ppo_update_make_no_host_sync(monkeypatch, sim_cfg):
     agent = PPO(Fabric(accelerator="cpu", devices=1), env, small_agent_cfg(num_steps=4, lambda_l2c2=0.1))
     agent.setup()
     counts = count_agent_syncs(agent, monkeypatch)
-    zero = {k: 0 for k in SyncCounter.NAMES}
-    assert counts == {"rollout": zero, "update": zero}, counts
+    assert counts.keys() == {"rollout", "update"}, counts
+    assert all(n == 0 for part in counts.values() for n in part.values()), counts
     counter = SyncCounter(monkeypatch)
     with counter:
         env.step(torch.zeros(4, env.num_actions))
