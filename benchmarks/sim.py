@@ -12,12 +12,15 @@ steps. Prints physics steps/s of:
 * the full backend ``sim.step()`` (physics + views + contacts + guard) → ``step mujoco/mjwarp = X.XX``;
 * single-threaded MuJoCo C for reference;
 * the cost of ``sim.self_collision`` (default off): ``sim.step()`` throughput without it over with it, per
-  backend → ``self-collision cost mjwarp = X%``.
+  backend → ``self-collision cost mjwarp = X%``;
+* ``sim=mjx`` (when the ``[mjx]`` extra is installed; ``--no-mjx`` skips it): build time, the first step (JAX's
+  compilation, or its disk cache's load) apart from the steady-state ``sim.step()`` → ``step mjx/mujoco = X.XX``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import os
 import time
@@ -120,12 +123,29 @@ def bench_step(sim, steps: int) -> float:
     return sim.num_envs * steps * sim.decimation / (time.perf_counter() - t)
 
 
+def bench_mjx(n: int, steps: int, device: str, step_c: float) -> None:
+    from simppo.sim.mjx import MJXSim
+
+    t = time.perf_counter()
+    sim = MJXSim("g1", SimCfg(name="mjx"), num_envs=n, device=device)
+    built = time.perf_counter() - t
+    sim.reset_all_home()
+    t = time.perf_counter()
+    sim.step()
+    first = time.perf_counter() - t
+    step_x = bench_step(sim, steps)
+    print(f"nworld={n}  mjx: built in {built:.1f} s, first step (compile or cache load) {first:.1f} s, "
+          f"sim.step() physics steps/s {step_x:10.0f}")
+    print(f"step mjx/mujoco = {step_x / step_c:.3f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nworld", type=int, nargs="+", default=[256])
     ap.add_argument("--steps", type=int, default=10, help="control steps (of 4 physics steps) per measurement")
     ap.add_argument("--threads", type=int, default=None, help="MuJoCo C threads (default: all cores)")
-    ap.add_argument("--device", default="auto", help="device of mjwarp (mujoco always runs on the CPU)")
+    ap.add_argument("--device", default="auto", help="device of mjwarp and mjx (mujoco always runs on the CPU)")
+    ap.add_argument("--no-mjx", action="store_true", help="skip the sim=mjx rows")
     args = ap.parse_args(argv)
     device = resolve_device(args.device)
     sim0 = MuJoCoSim("g1", SimCfg(threads=1), num_envs=1)
@@ -144,6 +164,8 @@ def main(argv=None) -> None:
         print(f"nworld={n}  sim.step() physics steps/s: mjwarp {step_w:10.0f}  mujoco {step_c:10.0f}")
         print(f"mujoco/mjwarp = {raw_c / raw_w:.2f}")
         print(f"step mujoco/mjwarp = {step_c / step_w:.2f}")
+        if not args.no_mjx and importlib.util.find_spec("jax") is not None:
+            bench_mjx(n, args.steps, device, step_c)
         csim.close()
         wsim_on = MJWarpSim("g1", SimCfg(self_collision=True), num_envs=n, device=device)
         csim_on = MuJoCoSim("g1", SimCfg(threads=args.threads, self_collision=True), num_envs=n)

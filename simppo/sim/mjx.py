@@ -163,8 +163,12 @@ class MJXSim(SimBackend):
         self.control_dt = self.physics_dt * self.decimation
         mjd, self.home_qpos, self.home_ctrl = home_state(m)
         self._jax, self._mjx = jax, mjx
-        self.mjx_model = mjx.put_model(m, device=self.jax_device, impl=c.mjx_impl)
-        one = mjx.put_data(m, mjd, device=self.jax_device, impl=c.mjx_impl)
+        try:
+            self.mjx_model = mjx.put_model(m, device=self.jax_device, impl=c.mjx_impl)
+            one = mjx.put_data(m, mjd, device=self.jax_device, impl=c.mjx_impl)
+        except (NotImplementedError, ValueError) as exc:  # e.g. a collision pair or solver setting MJX lacks
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"sim=mjx ({c.mjx_impl}) cannot simulate {self.robot_cfg.name}: {first}") from None
         nfeet = len(self.robot_cfg.feet)
         self.ncon = int(one._impl.contact.dist.shape[0]) if hasattr(one._impl, "contact") else 0
 

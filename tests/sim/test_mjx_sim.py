@@ -157,3 +157,15 @@ def test_world_params_are_per_world_and_shared_without_copies():
     force = s.foot_contact_force.sum(1)
     assert torch.allclose(force[[0, 2, 3]], force[0].expand(3))
     assert force[1] > 1.5 * force[0]
+
+
+def test_what_mjx_cannot_simulate_is_refused_in_one_line(monkeypatch):
+    from mujoco import mjx
+
+    def unsupported(*args, **kwargs):
+        raise NotImplementedError("collisions not implemented for (GeomType.CYLINDER, GeomType.MESH)\nmore")
+
+    monkeypatch.setattr(mjx, "put_model", unsupported)
+    with pytest.raises(ValueError, match=r"^sim=mjx \(jax\) cannot simulate g1: collisions not implemented") as err:
+        MJXSim("g1", SimCfg(name="mjx"), num_envs=N)
+    assert "\n" not in str(err.value)
