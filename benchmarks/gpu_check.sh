@@ -8,6 +8,8 @@
 #                MJWarp-vs-MuJoCo-C parity, 8192 envs)
 #   4. train     benchmarks/train_throughput.py --num-envs 4096 8192 --backends mjwarp (train/raw, steps/s)
 #   5. gae       benchmarks/gae.py --sizes 8192x32 (speed-up over a torch loop)
+#   6. mjx       benchmarks/sim.py's sim=mjx rows at 4096 worlds (compile apart from steady state, step
+#                mjx/mujoco); skipped with one line when JAX has no GPU here (the [mjx] extra with a CUDA jaxlib)
 # Every figure goes to one results file: $OUT/gpu_results.txt when OUT is set, else ./gpu_results.txt.
 # Stages run even when an earlier one failed (so the figures come back); the exit status is that of the
 # first failed stage.
@@ -122,6 +124,7 @@ if [ "$DRY" = 1 ]; then
     export DEVICE=cpu NENVS_SMALL=4
     TRAIN_ARGS=(--num-envs 8 --iterations 1 --device cpu)
     GAE_ARGS=(--sizes 64x8 --repeats 2 --device cpu)
+    SIM_ARGS=(--nworld 4 --steps 2 --device cpu)
     TESTS=(tests/gpu tests/sim/test_mjwarp_graphs.py tests/sim/test_env_hot_path.py tests/utils/test_device.py
            tests/utils/test_resume_rng.py)
     PYTEST_MARK=()
@@ -129,13 +132,14 @@ else
     export DEVICE=cuda:0 NENVS_SMALL=64
     TRAIN_ARGS=(--num-envs 4096 8192 --iterations 2 --device cuda:0)
     GAE_ARGS=(--sizes 8192x32 --device cuda:0)
+    SIM_ARGS=(--nworld 4096 --steps 10 --device cuda:0)
     TESTS=(tests/gpu)
     PYTEST_MARK=(-m gpu)
 fi
 
 note "simppo gpu_check $( [ "$DRY" = 1 ] && echo '--dry-run (CPU, small sizes)' ) $(date -u +%FT%TZ) \
 rev $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-STAGES=" ${SIMPPO_GPU_STAGES:-install versions compile tests train gae} "
+STAGES=" ${SIMPPO_GPU_STAGES:-install versions compile tests train gae mjx} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 want install && stage install 240 install_simppo
 want versions && stage versions 60 show_versions
@@ -144,5 +148,17 @@ want tests && stage tests 240 "$PY" -m pytest -q -rs -p no:cacheprovider ${PYTES
     "${TESTS[@]}"
 want train && stage train 220 "$PY" benchmarks/train_throughput.py --backends mjwarp "${TRAIN_ARGS[@]}"
 want gae && stage gae 60 "$PY" benchmarks/gae.py "${GAE_ARGS[@]}"
+mjx_rows() {
+    local platform=gpu
+    [ "$DEVICE" = cpu ] && platform=cpu
+    if ! "$PY" -c "import jax, sys; jax.devices('$platform')" >/dev/null 2>&1; then
+        echo "mjx: skipped, JAX has no $platform device here (pip install -e '.[mjx]' with a CUDA jaxlib)"
+        return 0
+    fi
+    # shellcheck disable=SC2086  # word splitting of the exported argument string is intended
+    "$PY" benchmarks/sim.py $SIM_ARGS_STR
+}
+export SIM_ARGS_STR="${SIM_ARGS[*]}"
+want mjx && stage mjx 300 mjx_rows
 note "=== gpu_check: $([ "$STATUS" = 0 ] && echo PASS || echo "FAIL (first failing exit $STATUS)"); results in $RESULTS"
 exit "$STATUS"
