@@ -107,12 +107,19 @@ def compiled_calls(num_envs: int, decimation: int) -> dict:
                           qacc_warmstart=zero(d_w.qacc_warmstart), act=zero(d_w.act), time=zero(d_w.time))
         return derived(with_params(model, params), d_w)
 
-    def batched(fn, extra: int = 0):
-        return jax.jit(jax.vmap(fn, in_axes=(None, 0, 0, 0) + (0,) * extra))
+    def batched(fn, extra: int = 0, with_contacts: bool = False):
+        """One compiled call: ``fn`` over every world, and (``with_contacts``) the contact layout of the result."""
+        over_worlds = jax.vmap(fn, in_axes=(None, 0, 0, 0) + (0,) * extra)
+
+        def call(*args):
+            d = over_worlds(*args)
+            return d, (contact_layout(d) if with_contacts else None)
+
+        return jax.jit(call)
 
     return {"tile": jax.jit(lambda d: jax.tree_util.tree_map(lambda x: jnp.repeat(x[None], num_envs, axis=0), d)),
-            "step": batched(control_step), "forward": batched(forward), "kinematics": batched(kinematics),
-            "reset": batched(reset, 3)}
+            "step": batched(control_step, with_contacts=True), "forward": batched(forward, with_contacts=True),
+            "kinematics": batched(kinematics), "reset": batched(reset, 3)}
 
 
 def contact_layout(d) -> dict:
@@ -120,6 +127,8 @@ def contact_layout(d) -> dict:
     ``dim [N*C]``, ``efc_address [N*C, 1]`` (-1: not active, i.e. ``dist >= includemargin``, as MuJoCo C's contact
     list), ``efc_force [N, nefc]``."""
     jnp = import_mjx()[0].numpy
+    if not hasattr(d._impl, "contact"):  # no contact can occur in this model
+        return None
     con = d._impl.contact
     active = (con.dist < con.includemargin) & (con.efc_address >= 0)
     address = jnp.where(active, con.efc_address, -1).astype(jnp.int32)
@@ -193,12 +202,11 @@ class MJXSim(SimBackend):
 
         self._build_calls()
         self.data = self._calls["tile"](one)
-        self._call("kinematics")
+        self._call("kinematics")  # poses now; contact summaries from the first step or forward() on
 
     # --------------------------------------------------------------- compiled calls
     def _build_calls(self) -> None:
         self._calls = compiled_calls(self.num_envs, self.decimation)
-        self._contact_call = self._jax.jit(contact_layout)
 
     def _jax_view(self, t: torch.Tensor):
         """A JAX array over the memory of torch tensor ``t`` (no copy)."""
@@ -210,8 +218,8 @@ class MJXSim(SimBackend):
     def _call(self, name: str, *extra) -> None:
         """Run compiled call ``name`` on the current data, keep its result and re-bind the views."""
         args = (self.mjx_model, self._params(), self.data, self._jax_view(self.ctrl), *extra)
-        self.data = self._calls[name](*args)
-        self._publish(contact=name in ("step", "forward"))
+        self.data, layout = self._calls[name](*args)
+        self._publish(layout)
 
     # --------------------------------------------------------------- views
     def _bind_static(self, m: mujoco.MjModel, robot) -> None:
@@ -243,10 +251,11 @@ class MJXSim(SimBackend):
             ct.penalized_out, ct.self_out = s.penalized_contacts, s.self_contacts
         self._contact_views: dict = {}
 
-    def _publish(self, contact: bool) -> None:
-        """Views of the current JAX arrays (torch and Warp, no copies), then the derived kernels."""
+    def _publish(self, layout: dict | None) -> None:
+        """Views of the current JAX arrays (torch and Warp, no copies), then the derived kernels (the contact
+        summaries when the call gave the contacts' ``layout``)."""
         d = self.data
-        d.qpos.block_until_ready()  # the kernels below read what the call wrote
+        self._jax.block_until_ready((d, layout))  # the kernels below read what the call wrote
         as_torch = torch.from_dlpack
         self.qpos, self.qvel = as_torch(d.qpos), as_torch(d.qvel)
         self.xpos, self.xquat = as_torch(d.xpos), as_torch(d.xquat)
@@ -259,8 +268,8 @@ class MJXSim(SimBackend):
             bv.cvel = warp_view(self.cvel, wp.spatial_vector)
             g.qpos, g.qvel = s.qpos, s.qvel
             body_velocities(bv)
-            if contact and self.ncon:
-                self._contact_views = {k: as_torch(v) for k, v in self._contact_call(d).items()}
+            if layout is not None:
+                self._contact_views = {k: as_torch(v) for k, v in layout.items()}
                 cv, ct = self._contact_views, self._contacts
                 ct.geom, ct.dim = warp_view(cv["geom"], wp.vec2i), warp_view(cv["dim"])
                 ct.efc_address, ct.efc_force = warp_view(cv["efc_address"]), warp_view(cv["efc_force"])
