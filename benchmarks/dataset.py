@@ -129,6 +129,8 @@ def main() -> None:
     big, small = query_costs(str(work / "pack"), args.envs, args.iters), query_costs(str(DEFAULT_MOTIONS),
                                                                                       args.envs, args.iters)
     few = query_costs(str(work / "pack"), args.envs, args.iters, among=small["motions"])
+    spread = {m: query_costs(str(work / "pack"), args.envs, args.iters, among=m)["get_motion_state_ms"]
+              for m in (100, 1000) if m < big["motions"]}
     report["per_step"] = {"big": big, "small": small, "big_few_played": few}
     for key, what in (("get_motion_state_ms", "get_motion_state"), ("sampler_ms", "sampler update + sample")):
         print(f"{what} at {args.envs} envs: {big[key]:.3f} ms over {big['motions']:,} motions, {small[key]:.3f} ms "
@@ -138,6 +140,10 @@ def main() -> None:
           f"motions: {few[state]:.3f} ms ({few[state] / small[state]:.2f}x the {small['motions']}-motion set: the "
           f"count's own cost; {big[state] / few[state]:.2f}x from the envs reading {args.envs} scattered clips "
           "instead of a few cached ones, a cost bounded by the number of envs)", flush=True)
+    print("get_motion_state with the envs on the first " + ", ".join(
+        f"{m:,} motions {ms:.3f} ms" for m, ms in spread.items()) + f", on all {big['motions']:,} {big[state]:.3f} ms "
+        "(the cost grows with the distinct clips the envs read, at most one per env)", flush=True)
+    report["per_step"]["spread_ms"] = spread
 
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "WANDB_MODE": "disabled"}
