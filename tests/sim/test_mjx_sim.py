@@ -23,7 +23,7 @@ pytest.importorskip("jax", reason="sim=mjx needs the [mjx] extra")
 
 from simppo.sim import MuJoCoSim, SimCfg, make_sim  # noqa: E402
 from simppo.sim.mjx import MJXSim  # noqa: E402
-from tests.sim.test_sim_parity import _walk_start  # noqa: E402
+from tests.sim.test_sim_parity import _run_and_compare, _walk_start, standing_ctrl  # noqa: E402
 
 N = 4
 STANDING = {"qpos": 1e-3, "qvel": 2e-2, "xpos": 1e-4, "xquat": 1e-3, "body_lin_vel_w": 1e-2, "body_ang_vel_w": 2e-2,
@@ -47,23 +47,12 @@ def active_contacts(sim) -> torch.Tensor:
 
 
 def run_and_compare(pair, qpos, qvel, ctrl, tol, steps=10, contact_slack=0):
-    a, b = pair
-    for s in (a, b):
-        s.reset_worlds(torch.ones(N, dtype=torch.bool), qpos, qvel)
-        s.ctrl.copy_(ctrl)
-    ids = torch.as_tensor(a.robot.tracked_body_ids)
-    for step in range(steps):
-        a.step()
-        b.step()
-        for k, t in tol.items():
-            x, y = getattr(a, k), getattr(b, k)
-            if x.dim() == 3:
-                x, y = x[:, ids], y[:, ids]
-            torch.testing.assert_close(x, y, atol=t, rtol=0, msg=lambda m, k=k, s=step: f"{k} at step {s + 1}: {m}")
-        counts = active_contacts(a), active_contacts(b)
+    """The parity check of tests/sim/test_sim_parity.py, plus the active contact counts (within ``contact_slack``)."""
+    def contacts_agree(step):
+        counts = active_contacts(pair[0]), active_contacts(pair[1])
         assert (counts[0] - counts[1]).abs().max() <= contact_slack, (step, counts)
-        assert torch.equal(a.foot_contact, b.foot_contact), step
-        assert int(a.num_unstable[0]) == 0 and int(b.num_unstable[0]) == 0
+
+    _run_and_compare(pair, qpos, qvel, ctrl, tol, steps, check_step=contacts_agree)
 
 
 def test_make_sim_builds_mjx_and_refuses_what_it_cannot_run():
@@ -106,9 +95,7 @@ def test_views_alias_the_simulator_arrays_and_writes_reach_it(pair):
 
 def test_standing_parity_with_mujoco_c(pair):
     a = pair[0]
-    g = torch.Generator().manual_seed(0)
-    ctrl = a.home_ctrl_t + torch.tensor([0.0, 0.05, 0.1, 0.2])[:, None] * torch.randn(N, a.nu, generator=g)
-    run_and_compare(pair, a.home_qpos_t.expand(N, -1), torch.zeros(N, a.nv), ctrl, STANDING)
+    run_and_compare(pair, a.home_qpos_t.expand(N, -1), torch.zeros(N, a.nv), standing_ctrl(a), STANDING)
     assert a.foot_contact.all()
 
 
