@@ -103,9 +103,12 @@ def compiled_calls(num_envs: int, decimation: int) -> dict:
         def zero(old):
             return pick(jnp.zeros_like(old), old)
 
+        old_qpos = d_w.qpos
         d_w = d_w.replace(qpos=pick(qpos, d_w.qpos), qvel=pick(qvel, d_w.qvel), ctrl=ctrl_w,
                           qacc_warmstart=zero(d_w.qacc_warmstart), act=zero(d_w.act), time=zero(d_w.time))
-        return derived(with_params(model, params), d_w)
+        d_w = derived(with_params(model, params), d_w)
+        # MJX's kinematics writes normalised quaternions back into qpos: the worlds that are not reset keep theirs
+        return d_w.replace(qpos=pick(d_w.qpos, old_qpos))
 
     def batched(fn, extra: int = 0, with_contacts: bool = False):
         """One compiled call: ``fn`` over every world, and (``with_contacts``) the contact layout of the result."""
