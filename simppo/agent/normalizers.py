@@ -87,35 +87,30 @@ class RunningMeanStd(nn.Module):
     def update(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
         """Merge a batch ``[B, *shape]`` into the statistics (Chan's parallel update).
 
-        ``mask`` (bool ``[B]``, optional): only those rows are merged; the others (e.g. unstable worlds,
-        whose values may be NaN) are ignored. An all-false mask leaves the statistics unchanged. No host sync.
+        The batch's own moments are taken in its dtype (float32 observations stay float32: the ``[B, D]`` pass is
+        the costly one) and only the ``[D]`` moments are merged into the float64 accumulators, where a long run's
+        count and mean need the precision. ``mask`` (bool ``[B]``, optional): only those rows are merged; the
+        others (e.g. unstable worlds, whose values may be NaN) are ignored. An all-false mask leaves the
+        statistics unchanged. No host sync.
         """
-        x = x.reshape(-1, *self.mean.shape).to(torch.float64)
+        x = x.reshape(-1, *self.mean.shape)
+        if not x.is_floating_point():
+            x = x.to(torch.float32)
         if mask is None:
-            batch_count = x.shape[0]
-            batch_mean = x.mean(0)
-            batch_var = x.var(0, unbiased=False)
-            delta = batch_mean - self.mean
-            total = self.count + batch_count
-            m2 = self.var * self.count + batch_var * batch_count + delta.square() * self.count * batch_count / total
-            self.mean.add_(delta * batch_count / total)
-            self.var.copy_(m2 / total)
-            self.count.copy_(total)
-            if self.synced:
-                self._add_pending(torch.full((), float(batch_count), dtype=torch.float64, device=x.device),
-                                  batch_mean, batch_var)
-            return
-        w = mask.reshape(-1, *([1] * self.mean.dim())).to(torch.float64)
-        x = torch.where(w > 0, x, 0.0)
-        batch_count = w.sum()
-        batch_mean = (x * w).sum(0) / batch_count.clamp(min=1.0)
-        batch_var = ((x - batch_mean).square() * w).sum(0) / batch_count.clamp(min=1.0)
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
-        safe_total = total.clamp(min=1.0)
-        m2 = self.var * self.count + batch_var * batch_count + delta.square() * self.count * batch_count / safe_total
-        self.mean.add_(delta * batch_count / safe_total)
-        self.var.copy_(torch.where(total > 0, m2 / safe_total, self.var))
+            batch_count = torch.full((), float(x.shape[0]), dtype=torch.float64, device=x.device)
+            batch_var, batch_mean = torch.var_mean(x, 0, correction=0)
+        else:
+            w = mask.reshape(-1, *([1] * self.mean.dim())).to(x.dtype)
+            x = torch.where(w > 0, x, 0.0)
+            count = w.sum()
+            batch_count = count.to(torch.float64)
+            batch_mean = x.mul(w).sum(0) / count.clamp(min=1.0)
+            batch_var = (x - batch_mean).square_().mul_(w).sum(0) / count.clamp(min=1.0)
+        batch_mean, batch_var = batch_mean.to(torch.float64), batch_var.to(torch.float64)
+        total, mean, m2 = merge_moments(self.count, self.mean, self.var * self.count, batch_count, batch_mean,
+                                        batch_var * batch_count)
+        self.mean.copy_(mean)
+        self.var.copy_(torch.where(total > 0, m2 / total.clamp(min=1.0), self.var))
         self.count.copy_(total)
         if self.synced:
             self._add_pending(batch_count, batch_mean, batch_var)

@@ -226,8 +226,8 @@ def test_one_update_equals_a_single_process_update_on_the_concatenated_batch(ran
     agent.model.load_state_dict(r0["init"])
     ref = run_update(agent, union_batch(agent), slice(None))
     for k, v in ref["model"].items():
-        if "norm" in k:
-            torch.testing.assert_close(r0["update"]["model"][k], v, rtol=1e-9, atol=1e-12, msg=k)
+        if "norm" in k:  # the batch moments are float32 (two half batches vs the whole), merged in float64
+            torch.testing.assert_close(r0["update"]["model"][k], v, rtol=1e-6, atol=1e-7, msg=k)
         else:
             torch.testing.assert_close(r0["update"]["model"][k], v, rtol=0, atol=1e-6, msg=k)
     for k, v in ref["return_rms"].items():
