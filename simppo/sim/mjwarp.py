@@ -24,6 +24,7 @@ from simppo.kernels.sim.contact import ContactBuffers, contacts
 from simppo.kernels.sim.guard import GuardBuffers, guard
 from simppo.kernels.sim.overflow import OverflowBuffers, collect_overflow
 from simppo.kernels.sim.reset import ResetBuffers, reset
+from simppo.kernels.sim.solver_stats import SolverStatsBuffers, accumulate_solver_stats
 from simppo.robot.config import RobotCfg, load_robot_cfg
 from simppo.sim.base import SimBackend, SimState, WorldParams, world_param_values
 from simppo.sim.common import configure_model, geom_foot_map, home_state, robot_collision_geoms, root_height_adr
@@ -94,6 +95,8 @@ class MJWarpSim(SimBackend):
             self.wp_body_rootid = wp.array(m.body_rootid.astype(np.int32), dtype=wp.int32)
             self.wp_step_overflow = wp.zeros(n, dtype=wp.int32)
             self.wp_num_overflow = wp.zeros(1, dtype=wp.int32)
+            self.wp_solver_iterations = wp.zeros(1, dtype=wp.float64)
+            self.wp_solver_iterations_max = wp.zeros(1, dtype=wp.int32)
 
         self.wp_qpos, self.wp_qvel, self.wp_ctrl = d.qpos, d.qvel, d.ctrl
         self.qpos = wp.to_torch(d.qpos)
@@ -111,6 +114,9 @@ class MJWarpSim(SimBackend):
         self.foot_contact_force = wp.to_torch(self.wp_foot_contact_force)[:, :nfeet]
         self.overflow = wp.to_torch(self.wp_step_overflow)
         self._num_overflow = wp.to_torch(self.wp_num_overflow)
+        self._solver_iterations = wp.to_torch(self.wp_solver_iterations)
+        self._solver_iterations_max = wp.to_torch(self.wp_solver_iterations_max)
+        self._physics_steps = 0  # host count of physics steps since the last metrics()
         self.home_qpos_t = torch.tensor(self.home_qpos, dtype=torch.float32, device=self.device)
         self.home_ctrl_t = torch.tensor(self.home_ctrl, dtype=torch.float32, device=self.device)
         self._bind(m)
@@ -166,6 +172,10 @@ class MJWarpSim(SimBackend):
         o.overflow, o.counted_bits = d.overflow, int(mjw.OverflowType.ALL) & ~QUIET_OVERFLOWS
         o.step_overflow_out, o.num_overflow_out = self.wp_step_overflow, self.wp_num_overflow
 
+        sv = self._solver_stats = SolverStatsBuffers()
+        sv.solver_niter, sv.iterations_out, sv.max_out = d.solver_niter, self.wp_solver_iterations, \
+            self.wp_solver_iterations_max
+
     # --------------------------------------------------------------- internals
     def _derived(self) -> None:
         """Kinematics, com quantities, velocities and body velocities from the current qpos/qvel."""
@@ -183,6 +193,7 @@ class MJWarpSim(SimBackend):
     def _decimated_step(self) -> None:
         for _ in range(self.decimation):
             mjw.step(self.model, self.data)
+            accumulate_solver_stats(self._solver_stats)
         self._post_step()
 
     def _reset_launches(self) -> None:
@@ -220,6 +231,7 @@ class MJWarpSim(SimBackend):
         the overflow bits. When capturing, the whole decimated step is one graph (``decimation`` is fixed
         at the first call)."""
         self._run("step", self._decimated_step)
+        self._physics_steps += self.decimation
 
     def forward(self) -> None:
         """Full ``mj_forward`` (incl. collision and constraint forces) for all worlds, then views."""
@@ -245,6 +257,20 @@ class MJWarpSim(SimBackend):
         over the control steps since the last call (solver iteration caps are not counted); resets it."""
         out = {"env/overflow": self._num_overflow[0].clone()}
         self._num_overflow.zero_()
+        out.update(self.solver_metrics())
+        return out
+
+    def solver_metrics(self) -> dict[str, torch.Tensor]:
+        """``sim/solver_iterations``: constraint-solver iterations per world and physics step, averaged over the
+        physics steps since the last call (the states the env visited); ``sim/solver_iterations_max``: the
+        largest count of one world in one step (the solver loop runs until the slowest world is done, capped at
+        ``opt.iterations``). Device scalars; resets them."""
+        steps = max(self._physics_steps, 1) * self.num_envs
+        out = {"sim/solver_iterations": (self._solver_iterations[0] / steps).float(),
+               "sim/solver_iterations_max": self._solver_iterations_max[0].float()}
+        self._solver_iterations.zero_()
+        self._solver_iterations_max.zero_()
+        self._physics_steps = 0
         return out
 
     def enable_world_params(self) -> WorldParams:

@@ -12,6 +12,7 @@ import torch
 import warp as wp
 
 from simppo.kernels.sim.overflow import OverflowBuffers, collect_overflow
+from simppo.kernels.sim.solver_stats import SolverStatsBuffers, accumulate_solver_stats
 from simppo.sim import MJWarpSim, SimCfg
 from tests.sim.warp_allocs import WarpAllocCounter
 
@@ -108,6 +109,52 @@ def test_overflow_kernel_matches_numpy():
     np.testing.assert_array_equal(b.step_overflow_out.numpy(), bits)
     np.testing.assert_array_equal(b.overflow.numpy(), np.zeros(64, np.int32))
     assert int(b.num_overflow_out.numpy()[0]) == 3 + int(((bits & counted) != 0).sum())
+
+
+def test_solver_stats_kernel_matches_numpy():
+    rng = np.random.default_rng(1)
+    niter = rng.integers(0, 60, size=37).astype(np.int32)
+    b = SolverStatsBuffers()
+    b.solver_niter = wp.array(niter, dtype=wp.int32, device="cpu")
+    b.iterations_out = wp.array([5.0], dtype=wp.float64, device="cpu")  # accumulates onto what is there
+    b.max_out = wp.array([70], dtype=wp.int32, device="cpu")
+    accumulate_solver_stats(b)
+    assert b.iterations_out.numpy()[0] == 5.0 + niter.sum()
+    assert int(b.max_out.numpy()[0]) == 70  # a larger earlier max stays
+    b.max_out.zero_()
+    accumulate_solver_stats(b)
+    assert b.iterations_out.numpy()[0] == 5.0 + 2 * niter.sum()
+    assert int(b.max_out.numpy()[0]) == niter.max()
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_solver_iterations_of_every_physics_step_reach_metrics(graph):
+    """The sim's solver metrics equal MJWarp's ``solver_niter`` read after each of the decimated physics steps
+    of a twin stepped by hand from the same state (captured and eager alike)."""
+    s, twin = _sim(graph), _sim(False)
+    g = torch.Generator().manual_seed(3)
+    s.qpos[:, 2] += 0.05
+    twin.qpos.copy_(s.qpos)
+    s.kinematics()
+    twin.kinematics()
+    s.metrics()  # zero what construction and forward left
+    total, largest = 0, 0
+    for _ in range(3):
+        ctrl = torch.from_numpy(s.home_ctrl).float() + 0.5 * torch.randn(N, s.nu, generator=g)
+        s.ctrl.copy_(ctrl)
+        twin.ctrl.copy_(ctrl)
+        s.step()
+        for _ in range(twin.decimation):
+            mjw.step(twin.model, twin.data)
+            niter = twin.data.solver_niter.numpy()
+            total, largest = total + int(niter.sum()), max(largest, int(niter.max()))
+    assert torch.equal(s.qpos, twin.qpos)
+    m = s.metrics()
+    assert largest > 0
+    assert float(m["sim/solver_iterations"]) == pytest.approx(total / (3 * s.decimation * N), rel=1e-6)
+    assert int(m["sim/solver_iterations_max"]) == largest
+    again = s.metrics()  # read once: reset
+    assert float(again["sim/solver_iterations"]) == 0.0 and int(again["sim/solver_iterations_max"]) == 0
 
 
 @pytest.mark.parametrize("graph", [False, True])
