@@ -2,14 +2,18 @@
 
     python benchmarks/train_throughput.py [--num-envs 256] [--iterations 2] [--backends mjwarp mujoco] [--device auto]
 
-For each num_envs and sim backend, in one process: raw physics control steps/s (the simulator's physics
-alone, timed in place on the very states the env and the training visit), env steps/s (physics + Warp
-kernels + resets) and full training steps/s (rollout + PPO update with the shipped default agent config),
-then the ratios ``env/raw`` and ``train/raw``, the share of each part of an iteration (physics, the rest of
-the env step, policy inference and bookkeeping in the rollout, the PPO update) and, with both backends,
-``train mujoco/mjwarp`` (end-to-end training steps/s of the MuJoCo C backend over MJWarp's). The backends'
-training iterations alternate (A, B, A, B, ...), so that a drift of the machine's speed during the run falls on
-both alike (on a shared 2-core VM, back-to-back runs of each backend gave ratios from 4.6 to 5.9).
+For each num_envs and sim backend, in one process: env steps/s (physics + Warp kernels + resets, random
+actions), full training steps/s (rollout + PPO update with the shipped default agent config, TF32 on CUDA as
+``simppo-train`` sets it) and two physics figures (:class:`PhysicsClock`): the sim step timed inside the env on the
+states the env and the training visit, and a replay of the physics alone with the control held (what earlier
+versions called "raw"); every ratio is printed against both (``env/physics-in-env``, ``train/replay``, ...). With
+MJWarp the solver's iterations per physics step on those states (mean, max, and the model's cap). Each part of an
+iteration (sim step, the rest of the env step, policy inference and bookkeeping in the rollout, the PPO update) is
+timed where it runs: CUDA events around each call, read after the phase, no synchronisation inside the timed loop
+(one per training iteration, as ``simppo-train``'s metrics read makes). With both backends, ``train
+mujoco/mjwarp`` (end-to-end training steps/s of the MuJoCo C backend over MJWarp's). The backends' training
+iterations alternate (A, B, A, B, ...), so that a drift of the machine's speed during the run falls on both alike
+(on a shared 2-core VM, back-to-back runs of each backend gave ratios from 4.6 to 5.9).
 
 Training runs the shipped default agent config, so ``agent.update_precision=auto`` resolves per machine (bf16 on a
 CPU with AMX, fp32 elsewhere: :mod:`simppo.agent.precision`) and the first line of each backend names it.
@@ -22,10 +26,6 @@ place of simppo's ELU (:mod:`simppo.agent.activations`, the "before" of that cha
 precision; and what each option would make of ``train mujoco/mjwarp`` (the timed updates rescaled by the step's
 time; the rollout as measured); also the bound with a free update (rollout alone).
 
-Physics is: MJWarp's ``decimation`` ``mjw.step`` launches (CPU: timed inline; CUDA: a physics-only graph
-replayed on the current state after each phase, and its share of an iteration is the time the iteration's
-steps take at that rate), or the MuJoCo C backend's threaded stepping pass.
-
     python benchmarks/train_throughput.py --devices 2 [--num-envs 256] [--iterations 2] [--device auto]
 
 ``--devices N`` (N > 1) measures data-parallel scaling instead: full training samples/s (rollout + PPO update,
@@ -36,7 +36,6 @@ ranks of a CPU share its cores (MuJoCo C threads: cores / N per rank, as ``simpp
 
 import argparse
 import json
-import math
 import os
 import socket
 import subprocess
@@ -59,7 +58,7 @@ from simppo.config import register_configs
 from simppo.envs.imitation import HumanoidImitationEnv
 from simppo.paths import CONFIG_DIR
 from simppo.sim.mujoco_c import MuJoCoSim
-from simppo.utils.device import fabric_for, init_warp, resolve_device
+from simppo.utils.device import enable_tf32, fabric_for, init_warp, resolve_device
 
 
 def load_train_cfg(num_envs: int, device: str, backend: str):
@@ -76,77 +75,98 @@ def sync(device: str) -> None:
 
 
 class Stopwatch:
-    """Accumulates the wall time of calls to ``obj.name`` (patched on the instance)."""
+    """Accumulates the time of calls to ``obj.name`` (patched on the instance) without synchronising inside the
+    timed loop: on CUDA a pair of events recorded on the current stream around each call (their elapsed times are
+    summed when :attr:`seconds` is read, after the phase's one synchronisation); on the CPU, where every launch
+    runs to its end before it returns, the wall time of the call."""
 
-    def __init__(self, obj, name: str, device: str, before=None):
-        self.seconds, self.calls = 0.0, 0
+    def __init__(self, obj, name: str, device: str):
+        self.cuda = device.startswith("cuda")
+        self._seconds, self._events, self.calls = 0.0, [], 0
         original = getattr(obj, name)
 
         def timed(*args, **kwargs):
-            if before is not None and not before(*args):
-                return original(*args, **kwargs)
-            sync(device)
+            self.calls += 1
+            if self.cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = original(*args, **kwargs)
+                end.record()
+                self._events.append((start, end))
+                return out
             t0 = time.perf_counter()
             out = original(*args, **kwargs)
-            sync(device)
-            self.seconds += time.perf_counter() - t0
-            self.calls += 1
+            self._seconds += time.perf_counter() - t0
             return out
 
         setattr(obj, name, timed)
 
+    @property
+    def seconds(self) -> float:
+        if self._events:
+            torch.cuda.synchronize()
+            self._seconds += sum(a.elapsed_time(b) for a, b in self._events) / 1e3
+            self._events.clear()
+        return self._seconds
+
     def reset(self) -> None:
-        self.seconds, self.calls = 0.0, 0
+        self._seconds, self._events, self.calls = 0.0, [], 0
 
 
 class PhysicsClock:
-    """Physics time of an env's simulator, measured in place (see the module docstring)."""
+    """The simulator's time, two ways. *In the env*: every ``sim.step`` (the decimated physics and the derived
+    quantities, contacts and guard after it) timed where the env calls it, on the states the env and the training
+    visit, with their resets and fresh actions. *Replay*: the physics launches alone replayed on the current state
+    with the control held and no resets (CUDA: a physics-only graph), the figure earlier versions called "raw".
+    The replay flatters the physics: MJWarp's solver loop runs every world until the slowest converges, and a held
+    control lets the worlds settle. With MJWarp the solver's iterations per physics step (mean over worlds and
+    steps, and the largest) are read from the sim's own counters after each phase."""
 
     def __init__(self, env: HumanoidImitationEnv, device: str):
-        self.sim = env.sim
-        self.graph = getattr(self.sim, "use_graph", False)
-        if isinstance(self.sim, MuJoCoSim):
-            from simppo.sim.mujoco_c import _STEP
-
-            self.watch = Stopwatch(self.sim, "_run", device, before=lambda op: op == _STEP)
-        elif not self.graph:
-            sim = self.sim
-
-            def physics():
-                for _ in range(sim.decimation):
-                    mjw.step(sim.model, sim.data)
-                wp.synchronize_device()
-
-            sim.physics = physics
-            self.watch = Stopwatch(sim, "physics", device)
-
-            def decimated_step():
-                sim.physics()
-                sim._post_step()
-
-            sim._decimated_step = decimated_step
+        self.sim, self.device = env.sim, device
+        self.watch = Stopwatch(self.sim, "step", device)
 
     def reset(self) -> None:
-        if not self.graph:
-            self.watch.reset()
+        self.watch.reset()
+        self.solver()
 
-    def raw_steps_per_s(self, num_envs: int, steps: int) -> tuple[float, float]:
-        """(raw control steps/s, physics seconds of the phase)."""
-        if not self.graph:
-            return num_envs * self.watch.calls / self.watch.seconds, self.watch.seconds
+    def in_env(self, num_envs: int) -> tuple[float, float]:
+        """(control steps/s of the sim step inside the env, its seconds) since the last reset."""
+        seconds = self.watch.seconds
+        return num_envs * self.watch.calls / max(seconds, 1e-12), seconds
+
+    def solver(self) -> dict[str, float]:
+        """Solver iterations per physics step since the last call (MJWarp; empty otherwise); resets them."""
+        read = getattr(self.sim, "solver_metrics", None)
+        return {k.split("/", 1)[1]: float(v) for k, v in read().items()} if read is not None else {}
+
+    def replay_steps_per_s(self, num_envs: int, steps: int) -> float:
+        """Control steps/s of the physics alone, replayed ``steps`` times on the current state."""
         sim = self.sim
-        with wp.ScopedDevice(sim.wp_device):
-            with wp.ScopedCapture() as cap:
+        if isinstance(sim, MuJoCoSim):
+            physics = sim.step
+        elif getattr(sim, "use_graph", False):
+            with wp.ScopedDevice(sim.wp_device), wp.ScopedCapture() as cap:
                 for _ in range(sim.decimation):
                     mjw.step(sim.model, sim.data)
-            wp.capture_launch(cap.graph)
-            wp.synchronize_device()
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                wp.capture_launch(cap.graph)
-            wp.synchronize_device()
-        seconds = time.perf_counter() - t0
-        return num_envs * steps / seconds, float("nan")
+            graph = cap.graph
+
+            def physics():
+                with wp.ScopedDevice(sim.wp_device):
+                    wp.capture_launch(graph)
+        else:
+            def physics():
+                with wp.ScopedDevice(sim.wp_device):
+                    for _ in range(sim.decimation):
+                        mjw.step(sim.model, sim.data)
+        physics()
+        sync(self.device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            physics()
+        sync(self.device)
+        self.solver()  # the replay's iterations are not the env's
+        return num_envs * steps / (time.perf_counter() - t0)
 
 
 def mean_seconds(fn, device: str, reps: int) -> float:
@@ -246,11 +266,14 @@ class BackendRun:
         self.env_watch = Stopwatch(self.env, "step", device)
         self.agent.collect_rollout()  # warm-up (kernel loads, allocator)
         self.agent.optimize_model()
-        self.rollout_s = self.update_s = 0.0
+        self.rollout_watch = Stopwatch(self.agent, "collect_rollout", device)
+        self.update_watch = Stopwatch(self.agent, "optimize_model", device)
+        self.wall_s = 0.0
         self.iterations = 0
 
     def measure_env(self) -> None:
-        """Raw physics and env steps/s on one rollout of random actions, then a fresh start for training."""
+        """Env steps/s on one rollout of random actions, the sim step inside it and a physics replay after it,
+        then a fresh start for training."""
         env, n, device = self.env, self.n, self.device
         env.reset()
         self.clock.reset()
@@ -258,43 +281,55 @@ class BackendRun:
         for _ in range(self.steps):  # fresh noise each step: a held action lets the robot settle and the solver coast
             env.step(0.3 * torch.randn(env.num_envs, env.num_actions, device=device))
         self.env_sps = n * self.steps / self.env_watch.seconds
-        self.raw_env, _ = self.clock.raw_steps_per_s(n, self.steps)
+        self.sim_env, _ = self.clock.in_env(n)
+        self.solver_env = self.clock.solver()
+        self.replay_env = self.clock.replay_steps_per_s(n, self.steps)
         self.agent.current_obs = env.reset()
         self.clock.reset()
         self.env_watch.reset()
 
     def train_iteration(self) -> None:
+        """One PPO iteration; the wall clock stops after the iteration's work has run (one synchronisation per
+        iteration, as simppo-train's metrics read makes)."""
         sync(self.device)
         t0 = time.perf_counter()
         self.agent.collect_rollout()
-        sync(self.device)
-        t1 = time.perf_counter()
         self.agent.optimize_model()
         sync(self.device)
-        self.rollout_s += t1 - t0
-        self.update_s += time.perf_counter() - t1
+        self.wall_s += time.perf_counter() - t0
         self.iterations += 1
 
     def report(self, options: bool = False) -> dict:
         n, steps, device, cfg = self.n, self.steps, self.device, self.cfg
-        total = self.rollout_s + self.update_s
         samples = n * steps * self.iterations
-        train = samples / total
-        raw_train, physics_s = self.clock.raw_steps_per_s(n, steps)
-        if math.isnan(physics_s):  # CUDA graphs: physics is not timed inline; its time at the replayed graph's rate
-            physics_s = samples / raw_train
+        train = samples / self.wall_s
+        rollout_s, update_s = self.rollout_watch.seconds, self.update_watch.seconds
+        total = rollout_s + update_s
+        sim_train, sim_s = self.clock.in_env(n)
+        solver = self.clock.solver()
+        replay = self.clock.replay_steps_per_s(n, steps)
         env_s = self.env_watch.seconds
-        shares = {"physics": physics_s / total, "env kernels+resets": (env_s - physics_s) / total,
-                  "policy+buffer": (self.rollout_s - env_s) / total, "update": self.update_s / total}
-        print(f"[{device}] num_envs={n} sim={self.backend}: raw={self.raw_env:.0f} env={self.env_sps:.0f} (raw on "
-              f"training states {raw_train:.0f}) train={train:.0f} control steps/s (agent: {steps} steps x "
-              f"{cfg.agent.num_mini_epochs} epochs x {cfg.agent.num_minibatches} minibatches, actor "
-              f"{cfg.agent.actor.units}, MLPs in {self.agent.precision})")
-        print("  shares of an iteration: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()))
-        print(f"  {self.backend} env/raw = {self.env_sps / self.raw_env:.2f}")
-        print(f"  {self.backend} train/raw = {train / raw_train:.2f}")
-        res = {"raw": raw_train, "train": train, "samples": samples, "rollout_s": self.rollout_s,
-               "update_s": self.update_s}
+        shares = {"sim step": sim_s / total, "env kernels+resets": (env_s - sim_s) / total,
+                  "policy+buffer": (rollout_s - env_s) / total, "update": update_s / total}
+        tf32 = torch.get_float32_matmul_precision()
+        print(f"[{device}] num_envs={n} sim={self.backend}: env={self.env_sps:.0f} train={train:.0f} control "
+              f"steps/s; physics in the env {self.sim_env:.0f} (training states {sim_train:.0f}), replay "
+              f"{self.replay_env:.0f} (after training {replay:.0f}) (agent: {steps} steps x {cfg.agent.num_mini_epochs}"
+              f" epochs x {cfg.agent.num_minibatches} minibatches, actor {cfg.agent.actor.units}, MLPs in "
+              f"{self.agent.precision}, float32 matmul precision {tf32})")
+        if solver:
+            env_it, train_it = self.solver_env, solver
+            print(f"  solver iterations per physics step: random actions mean {env_it['solver_iterations']:.2f} max "
+                  f"{env_it['solver_iterations_max']:.0f}; training mean {train_it['solver_iterations']:.2f} max "
+                  f"{train_it['solver_iterations_max']:.0f} (cap opt.iterations = "
+                  f"{int(self.env.sim.mj_model.opt.iterations)})")
+        print("  shares of an iteration (timed where they run): " + ", ".join(
+            f"{k} {100 * v:.0f}%" for k, v in shares.items()))
+        print(f"  {self.backend} env/physics-in-env = {self.env_sps / self.sim_env:.2f}, env/replay = "
+              f"{self.env_sps / self.replay_env:.2f}")
+        print(f"  {self.backend} train/physics-in-env = {train / sim_train:.2f}, train/replay = {train / replay:.2f}")
+        res = {"raw": sim_train, "replay": replay, "train": train, "samples": samples, "rollout_s": rollout_s,
+               "update_s": update_s}
         if options:
             res["options"] = update_options(self.agent, device)
         self.env.close()
@@ -406,6 +441,7 @@ def main() -> None:
             Path(args.out).write_text(json.dumps({"samples_per_s": rate}))
         return
     device = resolve_device(args.device)
+    enable_tf32(device)  # as simppo-train
     if args.devices > 1:
         scaling(args, device)
         return
@@ -415,7 +451,7 @@ def main() -> None:
         res = run_backends(n, backends, device, args.iterations, options=not args.no_update_options)
         if {"mjwarp", "mujoco"} <= res.keys():
             mj, wp_ = res["mujoco"], res["mjwarp"]
-            print(f"raw mujoco/mjwarp = {mj['raw'] / wp_['raw']:.2f}")
+            print(f"physics-in-env mujoco/mjwarp = {mj['raw'] / wp_['raw']:.2f}")
             print(f"train mujoco/mjwarp = {mj['train'] / wp_['train']:.2f}")
             print(f"  bound with a free update (mujoco rollout alone): "
                   f"{mj['samples'] / mj['rollout_s'] / wp_['train']:.2f}")
