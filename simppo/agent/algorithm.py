@@ -8,6 +8,8 @@ all-reduced in each minibatch step, and the normalizer statistics are merged by 
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -16,6 +18,7 @@ from simppo.agent import exploration as X
 from simppo.agent import losses as L
 from simppo.agent.buffer import ExperienceBuffer
 from simppo.agent.config import PPOAgentConfig
+from simppo.agent.graphed_update import MinibatchStep, graph_update_available
 from simppo.agent.models import PPOModel
 from simppo.agent.normalizers import RewardNormalizer, sync_running_stats
 from simppo.agent.precision import mlp_autocast
@@ -49,6 +52,12 @@ class PPOAlgorithm:
             self.row_steps = torch.zeros(num_rows, device=self.device)
             self.row_terms = torch.zeros(num_rows, device=self.device)
         self.model = self.create_model()
+        capturable, why = graph_update_available(self.device, self.world_size, precision)
+        self.capture_update = config.graph_update and capturable
+        if config.graph_update and not capturable:
+            warnings.warn(f"agent.graph_update: minibatch steps run eagerly on static buffers because {why}",
+                          stacklevel=2)
+        self._minibatch_step: MinibatchStep | None = None  # graph_update: built at the first update
         self.actor_optimizer, self.critic_optimizer = self.create_optimizers(self.model)
         self.reward_normalizer = RewardNormalizer(num_envs, config.gamma).to(self.device)
         if self.world_size > 1:
@@ -82,6 +91,8 @@ class PPOAlgorithm:
         self._row_lr_factor = torch.ones((), device=self.device)
         self.log_std_lr = self.actor_lr * self.log_std_lr_scale
         fused = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
+        if self.capture_update:  # the step count stays on the device, so the graph can replay Adam's update
+            fused["capturable"] = True
         actor_opt = torch.optim.Adam(self.actor_param_groups(model.actor), lr=self.actor_lr, **fused)
         critic_opt = torch.optim.Adam(model.critic.parameters(), lr=self.critic_lr, **fused)
         # Fabric wraps copies of the handles; self.model keeps the plain modules for clean state dicts.
@@ -215,7 +226,12 @@ class PPOAlgorithm:
             perm = self.minibatch_permutation(total)
             for i in range(c.num_minibatches):
                 idx = perm[i * mb_size:(i + 1) * mb_size]
-                logs = self.perform_optimization_step({k: v.index_select(0, idx) for k, v in data.items()}, i)
+                if c.graph_update:
+                    step = self.minibatch_step(data, mb_size)
+                    step.fill(data, idx)
+                    logs = step.run()
+                else:
+                    logs = self.perform_optimization_step({k: v.index_select(0, idx) for k, v in data.items()}, i)
                 for k, v in logs.items():
                     sums[k] = sums.get(k, zero) + v.detach()
                 epoch_kl += logs["actor/kl"]
@@ -230,6 +246,20 @@ class PPOAlgorithm:
             self.adapt_actor_lr(metrics["actor/kl"])
         metrics["explained_variance"] = L.explained_variance(data["values"], data["returns"])
         return metrics
+
+    def minibatch_step(self, data: dict[str, torch.Tensor], mb_size: int) -> MinibatchStep:
+        """``agent.graph_update``: the minibatch step on static buffers (captured as a CUDA graph where it can be)."""
+        if self._minibatch_step is None:
+            self._minibatch_step = MinibatchStep(self.perform_optimization_step, data, mb_size,
+                                                 self.update_state_tensors, capture=self.capture_update)
+        return self._minibatch_step
+
+    def update_state_tensors(self) -> list[torch.Tensor]:
+        """Every tensor a minibatch step changes besides its outputs: parameters, optimizer state, learning rates."""
+        tensors = list(self.model.actor.parameters()) + list(self.model.critic.parameters())
+        for opt in (self.actor_optimizer, self.critic_optimizer):
+            tensors += [v for state in opt.state.values() for v in state.values() if torch.is_tensor(v)]
+        return tensors + [self.actor_lr, self.critic_lr, self.log_std_lr]
 
     def minibatch_permutation(self, total: int) -> torch.Tensor:
         """The sample order of one epoch (a device ``randperm``; minibatch ``i`` is slice ``i``)."""
@@ -265,7 +295,7 @@ class PPOAlgorithm:
             kl = L.gaussian_kl(batch_dict["mean"], batch_dict["log_std"], mean, log_std).mean()
             if self.world_size > 1:  # every rank's minibatch: one learning rate and one target_kl stop for all
                 D.all_reduce_(kl, "mean")
-        self.actor_optimizer.zero_grad(set_to_none=True)
+        self.actor_optimizer.zero_grad(set_to_none=not self.capture_update)  # a graph writes the same tensors
         self.fabric.backward(loss)
         grad_norm = clip_grad_norm(self.actor_module, c.max_grad_norm)
         if c.lr_schedule == "adaptive":
@@ -285,7 +315,7 @@ class PPOAlgorithm:
         vloss = L.value_loss(values.float(), batch_dict["values"], batch_dict["returns"], c.clip_value_loss,
                              c.value_clip)
         loss = c.critic_coef * vloss.mean()
-        self.critic_optimizer.zero_grad(set_to_none=True)
+        self.critic_optimizer.zero_grad(set_to_none=not self.capture_update)
         self.fabric.backward(loss)
         grad_norm = clip_grad_norm(self.critic_module, c.max_grad_norm)
         self.critic_optimizer.step()

@@ -86,6 +86,10 @@ class PPOAgentConfig:
     # torch.compile of the two MLPs (Inductor; on CPU it needs a C++ compiler and compiles for a while at start).
     update_precision: str = "auto"
     compile: bool = False
+    # graph_update: each minibatch step gathered into static buffers and replayed as one CUDA graph
+    # (simppo.agent.graphed_update; one rank, fp32). Off until measured on a GPU; on a CPU it runs the same static
+    # step eagerly (the parameters of the eager path, bit for bit).
+    graph_update: bool = False
     # checkpoints
     save_last_every: int = 10
     save_epoch_every: int = 500
