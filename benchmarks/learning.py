@@ -12,11 +12,12 @@ training config as ``simppo-train`` overrides: that is how an ablation differs f
 At each sample count (the first iteration that reaches it) the run prints and appends to ``DIR/curve.jsonl``: the
 success rate (ProtoMotions' rule: no termination and a mean global body error under 0.5 m at every step), the
 survival fraction of clip time, global and root-relative MPJPE (mean over motions, mm; root-relative also over the
-tracked motions alone), the anchor-aligned body error, per motion success / survival / MPJPE, and the training
-samples/s of this machine (named in the first line). ``DIR/samples_<N>.ckpt`` is the checkpoint at that
-point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's config). The
-evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run stopped at
-any of its sample counts.
+tracked motions alone), the anchor-aligned body error, per motion success / survival / MPJPE, the training
+samples/s of this machine (named in the first line), and PPO's own health since the last row (mean KL to the
+rollout policy, clip fraction, explained variance, the actor's learning rate, σ). ``DIR/samples_<N>.ckpt`` is the
+checkpoint at that point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's
+config). The evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run
+stopped at any of its sample counts.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def motion_pack(inputs: list[str], out: Path) -> str:
     return str(out / "pack")
 
 
+# PPO's own health per row (means over the iterations since the last row): a clip fraction far above ~0.2 or a KL
+# far above the target says the steps are too large for the batch; a low explained variance, a critic that lags
+UPDATE_KEYS = ("actor/kl", "actor/clip_frac", "explained_variance", "actor/lr")
+
+
 def build(overrides: list[str], device: str):
     return build_training([*overrides, "logger=none", "progress_bar=false", "eval_every=0",
                            "experiment_name=learning"], device)
@@ -101,10 +107,14 @@ def main() -> None:
     curve = out / "curve.jsonl"
     train_s, t_wall = 0.0, time.perf_counter()
     for target in milestones:
+        update_sums, iterations = dict.fromkeys(UPDATE_KEYS, 0.0), 0
         while runner.step_count < target:
             t0 = time.perf_counter()
             train_metrics = runner.train_iteration()
             train_s += time.perf_counter() - t0
+            for k in UPDATE_KEYS:
+                update_sums[k] += float(train_metrics.get(k, float("nan")))
+            iterations += 1
         t0 = time.perf_counter()
         s, results = evaluate(agent.model, eval_env)
         eval_s = time.perf_counter() - t0
@@ -117,6 +127,8 @@ def main() -> None:
                "anchor_body_error_m": s["anchor_body_error_m"], "failure_causes": s["failure_causes"],
                "train_episode_length_s": train_metrics.get("episode/length", float("nan")) * env.dt,
                "train_body_pos_error_m": train_metrics.get("error/body_pos"),
+               "update": {k: v / max(iterations, 1) for k, v in update_sums.items()},
+               "sigma_mean": float(agent.model.actor.effective_log_std().exp().mean()),
                "eval_s": eval_s, "wall_s": time.perf_counter() - t_wall, "overrides": overrides,
                "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
@@ -131,6 +143,10 @@ def main() -> None:
               f"root-rel {fmt(row['mpjpe_local_mm'], '.1f')} (tracked {fmt(row['mpjpe_local_mm_tracked'], '.1f')}) mm"
               f" | {row['train_samples_per_s']:.0f} samples/s | causes {row['failure_causes']} | training episodes "
               f"{row['train_episode_length_s']:.2f} s", flush=True)
+        u = row["update"]
+        print(f"    update since the last row: KL {u['actor/kl']:.4f} clip fraction {u['actor/clip_frac']:.3f} "
+              f"explained variance {u['explained_variance']:.3f} actor lr {u['actor/lr']:.2e}; sigma mean "
+              f"{row['sigma_mean']:.3f}", flush=True)
         for name, m in row["motions"].items():
             fail = f" failed at {m['failure']['time_s']:.2f} s ({m['failure']['cause']})" if m["failure"] else ""
             print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "
