@@ -5,8 +5,9 @@
 #                lightning-fabric, ... see docs of the device tool), then an editable install without deps
 #   2. compile   builds every Warp / mujoco_warp kernel and captures the CUDA graphs, with progress messages
 #   3. tests     pytest -m gpu tests/gpu (graphs of step and reset, sync-debug mode, resume on CUDA,
-#                MJWarp-vs-MuJoCo-C parity, 8192 envs)
-#   4. train     benchmarks/train_throughput.py --num-envs 4096 8192 --backends mjwarp (train/physics-in-env, train/replay, solver iterations, steps/s)
+#                MJWarp-vs-MuJoCo-C parity, 8192 envs, the captured minibatch step vs the eager one)
+#   4. train     benchmarks/train_throughput.py --num-envs 4096 8192 --backends mjwarp (train/physics-in-env,
+#                train/replay, solver iterations, steps/s)
 #   5. gae       benchmarks/gae.py --sizes 8192x32 (speed-up over a torch loop)
 #   6. mjx       benchmarks/sim.py's sim=mjx rows at 4096 worlds (compile apart from steady state, step
 #                mjx/mujoco); skipped with one line when JAX has no GPU here (the [mjx] extra with a CUDA jaxlib)
