@@ -128,7 +128,7 @@ def main() -> None:
                "train_episode_length_s": train_metrics.get("episode/length", float("nan")) * env.dt,
                "train_body_pos_error_m": train_metrics.get("error/body_pos"),
                "update": {k: v / max(iterations, 1) for k, v in update_sums.items()},
-               "sigma_mean": float(agent.model.actor.effective_log_std().exp().mean()),
+               "sigma_mean": float(agent.model.actor.effective_log_std().detach().exp().mean()),
                "eval_s": eval_s, "wall_s": time.perf_counter() - t_wall, "overrides": overrides,
                "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
