@@ -69,9 +69,10 @@ def query_costs(pack: str, envs: int, iters: int, among: int | None = None) -> d
         ids = ids % among
     times = lib.sample_times(ids)
     state = per_step(lambda: lib.get_motion_state(ids, times, offsets, out=out), iters)
-    sampler = AdaptiveSampler(lib.motion_lengths.tolist(), lib.motion_weights, AdaptiveSamplingCfg(), 0.1, "cpu")
+    sampler = AdaptiveSampler(lib.motion_lengths.tolist(), lib.motion_weights, AdaptiveSamplingCfg(), 0.1, "cpu",
+                              num_envs=envs)
     term, mask = torch.rand(envs) < 0.01, torch.rand(envs) < 0.02
-    times32 = times.clone()
+    times32, ids = times.float().clone(), ids.int().contiguous()
 
     def sampler_step():
         sampler.update(ids, times32, term)

@@ -5,7 +5,8 @@
 #                lightning-fabric, ... see docs of the device tool), then an editable install without deps
 #   2. compile   builds every Warp / mujoco_warp kernel and captures the CUDA graphs, with progress messages
 #   3. tests     pytest -m gpu tests/gpu (graphs of step and reset, sync-debug mode, resume on CUDA,
-#                MJWarp-vs-MuJoCo-C parity, 8192 envs, the captured minibatch step vs the eager one)
+#                MJWarp-vs-MuJoCo-C parity, 8192 envs, the captured minibatch step vs the eager one, the whole
+#                env step as one graph vs the eager step)
 #   4. train     benchmarks/train_throughput.py --num-envs 4096 8192 --backends mjwarp (train/physics-in-env,
 #                train/replay, solver iterations, steps/s)
 #   5. gae       benchmarks/gae.py --sizes 8192x32 (speed-up over a torch loop)
@@ -127,7 +128,7 @@ if [ "$DRY" = 1 ]; then
     GAE_ARGS=(--sizes 64x8 --repeats 2 --device cpu)
     SIM_ARGS=(--nworld 4 --steps 2 --device cpu)
     TESTS=(tests/gpu tests/sim/test_mjwarp_graphs.py tests/sim/test_env_hot_path.py tests/utils/test_device.py
-           tests/utils/test_resume_rng.py)
+           tests/utils/test_resume_rng.py tests/envs/test_step_graph.py)
     PYTEST_MARK=()
 else
     export DEVICE=cuda:0 NENVS_SMALL=64

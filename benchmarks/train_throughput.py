@@ -278,11 +278,19 @@ class BackendRun:
         env.reset()
         self.clock.reset()
         self.env_watch.reset()
-        for _ in range(self.steps):  # fresh noise each step: a held action lets the robot settle and the solver coast
-            env.step(0.3 * torch.randn(env.num_envs, env.num_actions, device=device))
-        self.env_sps = n * self.steps / self.env_watch.seconds
+        with env.eager_steps():  # the sim step timed where the env calls it (inside a step graph it cannot be)
+            # fresh noise each step: a held action lets the robot settle and the solver coast
+            for _ in range(self.steps):
+                env.step(0.3 * torch.randn(env.num_envs, env.num_actions, device=device))
+        self.env_eager_sps = n * self.steps / self.env_watch.seconds
         self.sim_env, _ = self.clock.in_env(n)
         self.solver_env = self.clock.solver()
+        self.env_watch.reset()
+        for _ in range(self.steps):  # the env step as training runs it (one graph where env.graph_step captures)
+            env.step(0.3 * torch.randn(env.num_envs, env.num_actions, device=device))
+        self.env_sps = n * self.steps / self.env_watch.seconds
+        self.graphed = env._step_graph is not None
+        self.clock.solver()
         self.replay_env = self.clock.replay_steps_per_s(n, self.steps)
         self.agent.current_obs = env.reset()
         self.clock.reset()
@@ -305,7 +313,10 @@ class BackendRun:
         train = samples / self.wall_s
         rollout_s, update_s = self.rollout_watch.seconds, self.update_watch.seconds
         total = rollout_s + update_s
-        sim_train, sim_s = self.clock.in_env(n)
+        if self.clock.watch.calls:
+            sim_train, sim_s = self.clock.in_env(n)
+        else:  # the sim step ran inside the env's step graph: its time on the training states is not separable
+            sim_train, sim_s = self.sim_env, samples / self.sim_env
         solver = self.clock.solver()
         replay = self.clock.replay_steps_per_s(n, steps)
         env_s = self.env_watch.seconds
@@ -323,6 +334,10 @@ class BackendRun:
                   f"{env_it['solver_iterations_max']:.0f}; training mean {train_it['solver_iterations']:.2f} max "
                   f"{train_it['solver_iterations_max']:.0f} (cap opt.iterations = "
                   f"{int(self.env.sim.mj_model.opt.iterations)})")
+        print(f"  env step {'as one graph' if self.graphed else 'eager'}: {self.env_sps:.0f} control steps/s; eager "
+              f"launches {self.env_eager_sps:.0f} (graph/eager {self.env_sps / self.env_eager_sps:.2f})"
+              + ("; physics-in-env on training states: not separable inside the graph, the random-action figure "
+                 "stands in" if not self.clock.watch.calls else ""))
         print("  shares of an iteration (timed where they run): " + ", ".join(
             f"{k} {100 * v:.0f}%" for k, v in shares.items()))
         print(f"  {self.backend} env/physics-in-env = {self.env_sps / self.sim_env:.2f}, env/replay = "

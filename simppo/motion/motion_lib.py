@@ -367,3 +367,31 @@ class MotionLib:
         with torch_stream_scope(self.wp_device):
             interpolate(self.frames_wp, q, st)
         return out
+
+    def bind_query(self, motion_ids: torch.Tensor, times: torch.Tensor, future_offsets: torch.Tensor | None,
+                   out: MotionState, mask: torch.Tensor | None = None) -> MotionQuery:
+        """A query that reads ``motion_ids`` (int32 [N]), ``times`` (float32 [N]) and ``mask`` (bool [N], optional)
+        in place, for :meth:`query`: the caller's buffers are bound once, so a query is one launch and no copy.
+        ``future_offsets`` (float32 [K]) is copied once into ``out``."""
+        n, k = out.num_envs, out.num_slots - 1
+        for name, t, dtype in (("motion_ids", motion_ids, torch.int32), ("times", times, torch.float32),
+                               ("mask", mask, torch.bool)):
+            if t is not None and (t.dtype != dtype or t.shape != (n,) or not t.is_contiguous()
+                                  or t.device != self.device):
+                raise ValueError(f"bind_query: {name} must be a contiguous {dtype} [{n}] tensor on {self.device}")
+        if (0 if future_offsets is None else future_offsets.shape[0]) != k:
+            raise ValueError(f"out has {k} future slots; pass future_offsets of shape [{k}]")
+        self._warp_views(out)
+        if k > 0:
+            out._offsets.copy_(future_offsets)
+        q = MotionQuery()
+        q.motion_ids, q.times = warp_view(motion_ids), warp_view(times)
+        q.future_offsets = warp_view(out._offsets)
+        q.env_mask = warp_view(mask if mask is not None else out._mask, wp.bool)
+        q.use_mask = int(mask is not None)
+        return q
+
+    def query(self, q: MotionQuery, out: MotionState) -> None:
+        """Fill ``out`` (the state ``q`` was bound with) from the buffers ``q`` reads: one launch, no host sync."""
+        with torch_stream_scope(self.wp_device):
+            interpolate(self.frames_wp, q, self._warp_views(out)[0])

@@ -9,6 +9,7 @@ Body axes index MuJoCo body ids (0 = world body). Quaternions are wxyz.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 
 import mujoco
@@ -126,6 +127,33 @@ class SimBackend(ABC):
         qvel = torch.zeros(n, self.nv, dtype=torch.float32, device=self.device)
         self.ctrl.copy_(torch.as_tensor(self.home_ctrl, dtype=torch.float32, device=self.device).expand(n, -1))
         self.reset_worlds(mask, qpos, qvel)
+
+    def bind_reset_inputs(self, mask: torch.Tensor, qpos_target: torch.Tensor, qvel_target: torch.Tensor) -> None:
+        """Bind the buffers :meth:`reset_bound` reads (``mask [N]`` bool, ``qpos_target [N, nq]``,
+        ``qvel_target [N, nv]``, float32, allocated once by the caller). Backends that can read them in place
+        (MJWarp) do; the others copy them at each :meth:`reset_bound`."""
+        self._bound_reset = (mask, qpos_target, qvel_target)
+
+    def reset_bound(self) -> None:
+        """:meth:`reset_worlds` from the buffers given to :meth:`bind_reset_inputs`."""
+        self.reset_worlds(*self._bound_reset)
+
+    graph_epoch: int = 0
+    """Incremented whenever buffers that captured launches read are replaced (graphs of callers are then stale)."""
+
+    @property
+    def capturable(self) -> bool:
+        """Whether :meth:`step` and :meth:`reset_bound` are device launches only, so a caller may capture them
+        inside its own graph (within :meth:`launches_inline`). Host-stepped backends: False."""
+        return False
+
+    def launches_inline(self) -> contextlib.AbstractContextManager:
+        """A context in which :meth:`step` and :meth:`reset_bound` issue their launches directly instead of
+        replaying their own graphs (for a caller capturing them in a larger graph)."""
+        return contextlib.nullcontext()
+
+    def account_step(self) -> None:  # noqa: B027 - optional hook
+        """Host bookkeeping of one :meth:`step` replayed inside a caller's graph (e.g. physics-step counters)."""
 
     def warm_up(self) -> None:  # noqa: B027 - optional hook
         """Compile (and, where the backend captures graphs, capture) everything the hot path launches,

@@ -20,6 +20,8 @@ def configure_model(robot_cfg: RobotCfg, cfg: SimCfg, mj_model: mujoco.MjModel |
         m.opt.iterations = int(cfg.solver_iterations)
     if cfg.solver_ls_iterations is not None:
         m.opt.ls_iterations = int(cfg.solver_ls_iterations)
+    if cfg.solver_tolerance is not None:
+        m.opt.tolerance = float(cfg.solver_tolerance)
     m.opt.jacobian = jacobian_layout(cfg.jacobian, m.nv)
     return m, build_robot_model(robot_cfg, m)
 

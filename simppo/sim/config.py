@@ -33,6 +33,10 @@ class SimCfg:
     """Override the MJCF physics timestep (seconds)."""
     solver_iterations: int | None = None
     solver_ls_iterations: int | None = None
+    solver_tolerance: float | None = None
+    """Override the MJCF's ``opt.iterations`` / ``opt.ls_iterations`` / ``opt.tolerance`` (the Newton solver stops when
+    its relative improvement falls below the tolerance or at the cap; MJWarp's loop runs until the slowest world
+    stops). ``benchmarks/solver_study.py`` measures what they change."""
     jacobian: str = "auto"
     """Layout of the constraint Jacobian, both backends: ``auto`` (MJWarp's rule: sparse above 32 dofs; MuJoCo C's
     own ``auto`` stays dense up to 59 dofs, which on the G1 makes its Newton solve 2.2x slower, with results equal

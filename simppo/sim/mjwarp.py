@@ -122,6 +122,7 @@ class MJWarpSim(SimBackend):
         self._bind(m)
 
         self._graphs: dict[str, wp.Graph] = {}
+        self._inline = False  # launches_inline(): a caller captures the launches into its own graph
         self.world_params: WorldParams | None = None
         self._capture_stream = wp.Stream(self.wp_device) if self.use_graph and wp.get_device(self.wp_device).is_cuda \
             else None
@@ -159,12 +160,12 @@ class MJWarpSim(SimBackend):
         ct.geom_robot = self.wp_geom_robot
 
         n, dev = self.num_envs, self.device
-        self._reset_mask = torch.zeros(n, dtype=torch.int32, device=dev)
+        self._reset_mask = torch.zeros(n, dtype=torch.bool, device=dev)
         self._qpos_target = torch.zeros(n, m.nq, dtype=torch.float32, device=dev)
         self._qvel_target = torch.zeros(n, m.nv, dtype=torch.float32, device=dev)
         r = self._reset = ResetBuffers()
-        r.mask, r.qpos_target, r.qvel_target = (warp_view(t) for t in (self._reset_mask, self._qpos_target,
-                                                                        self._qvel_target))
+        r.mask = warp_view(self._reset_mask, wp.bool)
+        r.qpos_target, r.qvel_target = warp_view(self._qpos_target), warp_view(self._qvel_target)
         r.qpos_out, r.qvel_out, r.qacc_warmstart_out = d.qpos, d.qvel, d.qacc_warmstart
         r.act_out, r.time_out = d.act, d.time
 
@@ -207,9 +208,10 @@ class MJWarpSim(SimBackend):
 
     def _run(self, name: str, launches) -> None:
         """Run ``launches`` (a function issuing Warp work) on torch's current stream: replay its graph
-        ``name`` (captured on first use) when capturing, else eagerly."""
+        ``name`` (captured on first use) when capturing, else eagerly (and always eagerly inside
+        :meth:`launches_inline`, where a caller is capturing them into its own graph)."""
         with wp.ScopedDevice(self.wp_device), torch_stream_scope(self.wp_device):
-            if self.use_graph:
+            if self.use_graph and not self._inline:
                 wp.capture_launch(self._graph(name, launches))
             else:
                 launches()
@@ -231,7 +233,8 @@ class MJWarpSim(SimBackend):
         the overflow bits. When capturing, the whole decimated step is one graph (``decimation`` is fixed
         at the first call)."""
         self._run("step", self._decimated_step)
-        self._physics_steps += self.decimation
+        if not self._inline:  # a caller capturing the step counts its replays (account_step)
+            self._physics_steps += self.decimation
 
     def forward(self) -> None:
         """Full ``mj_forward`` (incl. collision and constraint forces) for all worlds, then views."""
@@ -287,7 +290,34 @@ class MJWarpSim(SimBackend):
                 setattr(p, name, arr)
             self.world_params = p
             self._graphs.clear()
+            self.graph_epoch += 1
         return self.world_params
+
+    @property
+    def capturable(self) -> bool:
+        """CUDA: where the backend captures its own graphs (Warp's memory pool on); CPU: always (Warp records
+        the launches and replays them in C++)."""
+        return self.use_graph or not wp.get_device(self.wp_device).is_cuda
+
+    @contextlib.contextmanager
+    def launches_inline(self):
+        self._inline = True
+        try:
+            yield
+        finally:
+            self._inline = False
+
+    def account_step(self) -> None:
+        self._physics_steps += self.decimation
+
+    def bind_reset_inputs(self, mask: torch.Tensor, qpos_target: torch.Tensor, qvel_target: torch.Tensor) -> None:
+        """The reset reads ``mask`` / ``qpos_target`` / ``qvel_target`` in place (no copies at
+        :meth:`reset_bound`)."""
+        self._bound_reset = (mask, qpos_target, qvel_target)
+
+    def reset_bound(self) -> None:
+        self._read_reset_inputs(*self._bound_reset)
+        self._run("reset", self._reset_launches)
 
     def reset_worlds(self, mask: torch.Tensor, qpos_target: torch.Tensor, qvel_target: torch.Tensor) -> None:
         """Set ``qpos``/``qvel`` of the worlds where ``mask [N]`` (bool/int) is set from
@@ -295,10 +325,20 @@ class MJWarpSim(SimBackend):
         their warm start / activations / time; recompute the views and the guard. Other worlds' state
         is not written (their derived quantities are recomputed deterministically from unchanged
         inputs). The inputs are copied into preallocated buffers; no host synchronisation."""
+        self._read_reset_inputs(self._reset_mask, self._qpos_target, self._qvel_target)
         self._reset_mask.copy_(mask)
         self._qpos_target.copy_(qpos_target)
         self._qvel_target.copy_(qvel_target)
         self._run("reset", self._reset_launches)
+
+    def _read_reset_inputs(self, mask: torch.Tensor, qpos_target: torch.Tensor, qvel_target: torch.Tensor) -> None:
+        """Point the reset at these input buffers (a host-side rebind, only when they change; the reset graph
+        captured with the others is dropped)."""
+        r = self._reset
+        if r.mask.ptr != mask.data_ptr():
+            r.mask, r.qpos_target, r.qvel_target = (warp_view(mask, wp.bool), warp_view(qpos_target),
+                                                    warp_view(qvel_target))
+            self._graphs.pop("reset", None)
 
     def set_penalized_geoms(self, geom_mask: np.ndarray) -> None:
         self.wp_geom_penalized.assign(np.asarray(geom_mask, dtype=np.int32).reshape(self.mj_model.ngeom))

@@ -288,12 +288,12 @@ def test_reference_state_reset_partial_mask(env):
     env.ref.root_quat[2, 0] *= 1.7  # not unit: the kernel normalises
     env.ref.root_quat[5, 0] *= 0.4
     mask = torch.tensor([i % 3 != 1 for i in range(N)])
-    mask_wp = wp.from_torch(mask, dtype=wp.bool)
     before = {k: getattr(env.sim, k).clone() for k in ("qpos", "qvel")}
     acts, prev = env.actions.clone(), env.prev_actions.clone()
     qpos_t, qvel_t = R.reference_state(R.ref_state(env), env.joint_qpos_start, env.joint_dof_start, env.sim.nq,
                                        env.sim.nv)
-    env._write_reference_into_sim(mask_wp, mask)
+    env.reset_mask.copy_(mask)
+    env._write_reference_into_sim()
     _assert_close(env.sim.qpos[mask], qpos_t[mask], "reset qpos")
     _assert_close(env.sim.qvel[mask], qvel_t[mask], "reset qvel")
     assert torch.equal(env.sim.qpos[~mask], before["qpos"][~mask])
@@ -429,12 +429,12 @@ def test_sampler_bins_and_ema():
              torch.tensor([True, True, False]))
     ema = torch.zeros(7)
     ema[1] = 0.25 * 2
-    torch.testing.assert_close(s.failure_ema, ema)
+    torch.testing.assert_close(s.ema(), ema)
     s.update(torch.tensor([2, 1], dtype=torch.int32), torch.tensor([0.5, 0.3]), torch.tensor([True, True]))
     ema = 0.75 * ema
     ema[4] += 0.25
     ema[3] += 0.25
-    torch.testing.assert_close(s.failure_ema, ema)
+    torch.testing.assert_close(s.ema(), ema)
     # smoothing (kernel 2, lambda 0.5 -> weights 2/3, 1/3): a bin gets 1/3 of the next bin's failures of the
     # same motion; a motion's last bin repeats itself (bins 2, 3 and 6), never the next motion's first bin
     # ema = [0, .375, 0, .25, .25, 0, 0]
@@ -483,6 +483,7 @@ def test_sampler_sample_mask_and_init_start():
     torch.testing.assert_close(frac, torch.tensor([0.25, 0.5, 0.25]), atol=0.04, rtol=0)
     # failures concentrated in one bin: most samples land there (and 1/3 of them credit the bin before)
     s.failure_ema[5] = 1.0  # motion 2, bin [1, 2) s
+    s.refresh()
     s.sample(torch.ones(n, dtype=torch.bool), ids, times)
     b = s.bins_of(ids, times)
     p = s.probabilities()
@@ -491,6 +492,7 @@ def test_sampler_sample_mask_and_init_start():
     # the last, partial bin of motion 0 ([2, 2.5) s) draws inside [2, 2.5)
     s.failure_ema.zero_()
     s.failure_ema[2] = 100.0
+    s.refresh()
     s.sample(torch.ones(n, dtype=torch.bool), ids, times)
     in_bin2 = s.bins_of(ids, times) == 2
     assert abs(float(in_bin2.float().mean()) - 0.75) < 0.04  # 1/4 is credited to bin 1 by the smoothing
@@ -519,16 +521,28 @@ def test_large_sets_keep_the_same_ema_lazily_and_draw_from_the_refreshed_distrib
     torch.testing.assert_close(lazy.state_dict()["failure_ema"], exact.state_dict()["failure_ema"], rtol=1e-5,
                                atol=1e-7)
     torch.testing.assert_close(lazy.probabilities(), exact.probabilities(), rtol=1e-5, atol=1e-7)
-    torch.manual_seed(0)
+    none = torch.zeros(1, dtype=torch.bool)
+    for _ in range(2):  # updates 151, 152: the lazy sampler refreshes at every 4th
+        for s in (exact, lazy):
+            s.update(torch.zeros(1, dtype=torch.int32), torch.zeros(1), none)
+
+    def drawn(s):  # the distribution the draws use: the last refreshed CDF
+        return torch.diff(s.cdf, prepend=torch.zeros(1, dtype=torch.float64)) / s.cdf[-1]
+
+    torch.testing.assert_close(drawn(lazy), lazy.probabilities().double(), rtol=1e-5, atol=1e-7)
     n = 20000
     ids, times = torch.zeros(n, dtype=torch.int32), torch.zeros(n)
     lazy.sample(torch.ones(n, dtype=torch.bool), ids, times)
     freq = torch.bincount(lazy.bins_of(ids, times), minlength=7).double() / n
     torch.testing.assert_close(freq, lazy.probabilities().double(), atol=0.015, rtol=0)
     # the distribution is refreshed every refresh_every updates, not at every step
-    stale = lazy.probabilities().clone()
-    lazy.update(torch.tensor([1], dtype=torch.int32), torch.tensor([0.5]), torch.tensor([True]))
-    assert lazy._cdf is not None and torch.allclose(lazy._cdf[-1:].float(), stale.sum().reshape(1))
-    for _ in range(3):
-        lazy.update(torch.tensor([1], dtype=torch.int32), torch.tensor([0.5]), torch.tensor([True]))
-    assert lazy._cdf is None  # the next draw recomputes it
+    stale = drawn(lazy).clone()
+    one = (torch.tensor([1], dtype=torch.int32), torch.tensor([0.5]), torch.tensor([True]))
+    for k in range(4):
+        lazy.update(*one)
+        exact.update(*one)
+        if k < 3:
+            torch.testing.assert_close(drawn(lazy), stale)
+            torch.testing.assert_close(drawn(exact), exact.probabilities().double(), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(drawn(lazy), lazy.probabilities().double(), rtol=1e-5, atol=1e-7)
+    assert not torch.allclose(drawn(lazy), stale)

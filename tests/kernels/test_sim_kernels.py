@@ -71,7 +71,7 @@ def test_reset_kernel_masked_write():
     time0 = rng.uniform(1, 2, size=n).astype(np.float32)
     tq = rng.normal(size=(n, nq)).astype(np.float32)
     tv = rng.normal(size=(n, nv)).astype(np.float32)
-    mask = np.array([1, 0, 0, 1, 0], dtype=np.int32)
+    mask = np.array([1, 0, 0, 1, 0], dtype=bool)
     b = ResetBuffers()
     b.mask, b.qpos_target, b.qvel_target = _arr(mask), _arr(tq), _arr(tv)
     b.qpos_out, b.qvel_out, b.qacc_warmstart_out, b.act_out, b.time_out = (

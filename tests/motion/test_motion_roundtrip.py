@@ -245,3 +245,31 @@ def test_get_motion_state_mask_fills_only_masked_rows():
         ref = getattr(full, name)
         assert torch.equal(t[mask], ref[mask]), name
         assert (t[~mask] == 7.0).all(), name
+
+
+def test_bound_queries_read_the_callers_buffers_in_place():
+    from simppo.motion.config import MotionCfg
+
+    lib = MotionLib(MotionCfg().resolved_files())
+    n = 6
+    ids = torch.arange(n, dtype=torch.int32) % lib.num_motions
+    times = torch.linspace(0.1, 2.0, n)
+    offs = torch.tensor([0.02, 0.04])
+    mask = torch.zeros(n, dtype=torch.bool)
+    out = lib.alloc_state(n, 2)
+    q_all, q_masked = lib.bind_query(ids, times, offs, out), lib.bind_query(ids, times, offs, out, mask=mask)
+    lib.query(q_all, out)
+    for name, t in lib.get_motion_state(ids, times, offs).tensors().items():
+        assert torch.equal(getattr(out, name), t), name
+    times += 0.5  # the bound query sees the new values without being rebound
+    ids.copy_(ids.flip(0))
+    mask[[1, 4]] = True
+    before = {k: v.clone() for k, v in out.tensors().items()}
+    lib.query(q_masked, out)
+    for name, t in lib.get_motion_state(ids, times, offs).tensors().items():
+        assert torch.equal(getattr(out, name)[mask], t[mask]), name
+        assert torch.equal(getattr(out, name)[~mask], before[name][~mask]), name
+    with pytest.raises(ValueError, match="times must be a contiguous torch.float32"):
+        lib.bind_query(ids, times.double(), offs, out)
+    with pytest.raises(ValueError, match="future slots"):
+        lib.bind_query(ids, times, torch.zeros(3), out)

@@ -82,7 +82,7 @@ def test_second_observation_pass_touches_only_reset_rows(backend):
     env._compute_observations = spy
     env.step(torch.zeros(N, env.num_actions))
     done = env.done.clone()
-    assert len(calls) == 2 and calls[1] is env._wp_done
+    assert len(calls) == 2 and calls[1] is env._wp_reset_mask
     assert done[0] and not done.all(), done
     assert torch.isnan(env.obs_full[~done]).all()  # untouched by the second pass
     assert torch.isfinite(env.obs_full[done]).all()  # the reset envs' first observations

@@ -116,6 +116,9 @@ class HumanoidImitationEnvCfg:
     privileged_critic: bool = True  # the critic also sees reference and body velocities
     soft_joint_limit_factor: float = 0.9
     kinematic_replay: bool = False  # write the reference into the simulator instead of stepping physics
+    # replay the whole control step as one captured graph where the simulator is device launches only (MJWarp:
+    # CUDA with Warp's memory pool, and the CPU); captured after the first step; other backends step eagerly
+    graph_step: bool = True
     observations: str = "default"  # default | deploy: the actor's observation set (simppo.kernels.imitation.spec)
     obs_noise: bool = False  # uniform noise on the actor's observations (scales in the spec); the critic's stay clean
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)  # group env/randomization: none|deploy

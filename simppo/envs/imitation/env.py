@@ -1,8 +1,10 @@
 """``env=humanoid_imitation``: a humanoid tracks reference motions from the MotionLib.
 
 The env orchestrates; the work is done by one Warp entry point per stage (:mod:`simppo.kernels.imitation`)
-on typed buffers bound once (``sim.state``, ``ref_wp``, ``params``, ``buf``), plus the adaptive start-state
-sampler (torch ops) and the domain randomization (:mod:`.randomization`; ``env/randomization``). Nothing in
+on typed buffers bound once (``sim.state``, ``ref_wp``, ``params``, ``buf``, ``episodes``, the reference
+queries and the simulator's reset inputs), with the adaptive start-state sampler (:mod:`.sampler`) and the domain
+randomization (:mod:`.randomization`; ``env/randomization``). A step after the copy of the actions is device
+launches only, so it can be replayed as one captured graph (``env.graph_step``, :meth:`capture_step`); nothing in
 :meth:`HumanoidImitationEnv.step` synchronises with the host.
 
 Observation sets (``env.observations``, declared in :mod:`.spec`): the actor sees the prefix of actor terms
@@ -12,17 +14,23 @@ clean prefix plus uniform noise per column; the critic's row stays clean.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import warnings
+
 import numpy as np
 import torch
 import warp as wp
 
 from simppo.envs.base import VecEnv
 from simppo.envs.imitation.config import HumanoidImitationEnvCfg, action_reference_problem
-from simppo.envs.imitation.randomization import RNG_OBS_NOISE, Randomizer, rng_states
+from simppo.envs.imitation.randomization import Randomizer
+from simppo.envs.imitation.rng import RNG_OBS_NOISE, rng_states
 from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.kernels.imitation import spec
 from simppo.kernels.imitation.actions import apply_actions
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
+from simppo.kernels.imitation.episodes import EpisodeBuffers, advance_clock, close_episodes, copy_rows, record_step
 from simppo.kernels.imitation.observations import add_observation_noise, compute_observations
 from simppo.kernels.imitation.resets import reference_state
 from simppo.kernels.imitation.rewards import compute_rewards
@@ -33,7 +41,7 @@ from simppo.motion.motion_lib import MotionLib
 from simppo.robot.config import RobotCfg, load_robot_cfg
 from simppo.sim import make_sim
 from simppo.sim.config import SimCfg
-from simppo.utils.device import on_torch_stream, warp_view
+from simppo.utils.device import on_torch_stream, torch_stream_scope, warp_view
 
 
 class HumanoidImitationEnv(VecEnv):
@@ -124,15 +132,28 @@ class HumanoidImitationEnv(VecEnv):
         self.ref = self.motion_lib.alloc_state(n, len(cfg.future_steps))
         self.motion_lengths = self.motion_lib.motion_lengths
         self.sampler = AdaptiveSampler(self.motion_lib.motion_lengths.cpu().tolist(), self.motion_lib.motion_weights,
-                                       cfg.sampling, cfg.init_start_prob, device, self.motion_lib.motion_dt)
+                                       cfg.sampling, cfg.init_start_prob, device, self.motion_lib.motion_dt,
+                                       num_envs=n, seed=seed)
         self.undesired_contacts = self.sim.penalized_contacts
         # --- typed Warp views (bound once; zero-copy)
         self.params = self._build_params()
         self.buf = self._bind_buffers()
         self.ref_wp = self.motion_lib.warp_state(self.ref)
         self._wp_all = warp_view(self.all_envs, wp.bool)
-        self._wp_done = warp_view(self.done, wp.bool)
         self._wp_reset_mask = warp_view(self.reset_mask, wp.bool)
+        self._wp_terminal_obs = warp_view(self.terminal_obs_full)
+        self._wp_terminal_obs_actor = warp_view(self.terminal_obs_actor)
+        self.episodes = self._bind_episode_buffers()
+        # the reference queries and the simulator's reset read the env's buffers in place (bound once)
+        offsets = self.future_offsets if len(cfg.future_steps) else None
+        self._query_all = self.motion_lib.bind_query(self.motion_ids, self.times, offsets, self.ref)
+        self._query_reset = self.motion_lib.bind_query(self.motion_ids, self.times, offsets, self.ref,
+                                                       mask=self.reset_mask)
+        self.sim.bind_reset_inputs(self.reset_mask, self.qpos_target, self.qvel_target)
+        self._step_graph = None  # capture_step(): the step's launches as one graph
+        self._graph_epoch = -1  # the simulator's graph_epoch when the step graph was captured
+        self._capture_pending = bool(cfg.graph_step and self.sim.capturable and not cfg.kinematic_replay)
+        self._eager_steps = 0
 
         actor = self.obs_actor if cfg.obs_noise else self.obs_full[:, :self.actor_dim]
         terminal_actor = self.terminal_obs_actor if cfg.obs_noise else self.terminal_obs_full[:, :self.actor_dim]
@@ -227,10 +248,22 @@ class HumanoidImitationEnv(VecEnv):
         return spec.obs_slices(self.num_actions, self.num_tracked, self.cfg.future_steps, self.cfg.privileged_critic,
                                self.cfg.observations)
 
+    def _bind_episode_buffers(self) -> EpisodeBuffers:
+        e = EpisodeBuffers()
+        e.episode_length, e.times, e.term_cause = self.buf.episode_length, self.buf.times, self.buf.term_cause
+        e.terminated, e.truncated = self.buf.terminated, self.buf.truncated
+        e.cause_codes, e.episode_sums, e.errors = warp_view(self._cause_codes), self.buf.episode_sums, self.buf.errors
+        e.done_out, e.reset_mask_out = warp_view(self.done, wp.bool), self._wp_reset_mask
+        e.done_stats_out = warp_view(self.done_stats)
+        e.step_unstable_out, e.step_num_unstable_out = warp_view(self.step_unstable, wp.bool), \
+            warp_view(self.step_num_unstable)
+        e.error_sum_out, e.dt = warp_view(self._error_sum), float(self.dt)
+        return e
+
     # ------------------------------------------------------------- stages
-    def _query_reference(self, mask: torch.Tensor | None = None) -> None:
-        """Reference (now + future frames) into ``self.ref``; with ``mask [N]`` only for those envs."""
-        self.motion_lib.get_motion_state(self.motion_ids, self.times, self.future_offsets, out=self.ref, mask=mask)
+    def _query_reference(self, masked: bool = False) -> None:
+        """Reference (now + future frames) into ``self.ref``; ``masked``: only for the envs in ``reset_mask``."""
+        self.motion_lib.query(self._query_reset if masked else self._query_all, self.ref)
 
     def _compute_observations(self, mask_wp: wp.array | None = None) -> None:
         mask_wp = self._wp_all if mask_wp is None else mask_wp
@@ -242,23 +275,97 @@ class HumanoidImitationEnv(VecEnv):
         compute_rewards(self.sim.state, self.ref_wp, self.params, self.buf)
         compute_terminations(self.sim.state, self.ref_wp, self.params, self.buf)
 
-    def _write_reference_into_sim(self, mask_wp: wp.array, mask: torch.Tensor) -> None:
-        reference_state(self.ref_wp, self.params, mask_wp, self.buf)
-        self.sim.reset_worlds(mask, self.qpos_target, self.qvel_target)
+    def _write_reference_into_sim(self) -> None:
+        """The reference state of the envs in ``reset_mask`` into the simulator."""
+        reference_state(self.ref_wp, self.params, self._wp_reset_mask, self.buf)
+        self.sim.reset_bound()
 
-    def _reset_envs(self, mask: torch.Tensor, mask_wp: wp.array) -> None:
-        """Reference-state initialisation of the envs in ``mask`` (others untouched)."""
-        self.sampler.sample(mask, self.motion_ids, self.times)
-        self.episode_length.masked_fill_(mask, 0)
-        self.episode_sums.masked_fill_(mask.unsqueeze(1), 0.0)
-        self.randomizer.reset(mask_wp)
-        self._query_reference(mask)
-        self._write_reference_into_sim(mask_wp, mask)
+    def _reset_envs(self) -> None:
+        """Reference-state initialisation of the envs in ``reset_mask`` (others untouched); their episode length
+        and sums are cleared by the caller (:func:`close_episodes` in a step)."""
+        self.sampler.sample(self._wp_reset_mask, self.buf.motion_ids, self.buf.times)
+        self.randomizer.reset(self._wp_reset_mask)
+        self._query_reference(masked=True)
+        self._write_reference_into_sim()
+
+    def _clear_episodes(self) -> None:
+        self.episode_length.masked_fill_(self.reset_mask, 0)
+        self.episode_sums.masked_fill_(self.reset_mask.unsqueeze(1), 0.0)
+
+    def _step_launches(self) -> None:
+        """One control step as device work only (no host read, no host decision): a graph can hold it."""
+        apply_actions(self.params, self.ref_wp, self.buf, self.sim.state)
+        advance_clock(self.episodes)
+        self._query_reference()
+        if self.cfg.kinematic_replay:
+            self.reset_mask.fill_(True)
+            self._write_reference_into_sim()
+        else:
+            self.randomizer.push(self.sim.state)
+            self.sim.step()
+        self._compute_rewards_and_dones()
+        record_step(self.sim.state, self.episodes)
+        self.sampler.update(self.buf.motion_ids, self.buf.times, self.buf.terminated)
+        self._compute_observations()
+        copy_rows(self.buf.obs, self._wp_terminal_obs)
+        if self.cfg.obs_noise:
+            copy_rows(self.buf.obs_actor, self._wp_terminal_obs_actor)
+        close_episodes(self.episodes)  # done, the ended episodes' statistics, reset_mask = done
+        self._reset_envs()
+        self._compute_observations(self._wp_reset_mask)  # only the reset envs' rows changed
+
+    def capture_step(self) -> bool:
+        """Capture the control step's launches (actions, reference, physics, rewards, terminations, observations,
+        sampler, resets) as one graph that every later :meth:`step` replays; only the copy of the actions in and
+        host counters stay outside. Possible where the simulator is device launches only (MJWarp); with CUDA it
+        needs Warp's memory pool (as the simulator's own graphs). Captured on a side stream, with Python's garbage
+        collector paused (a collection during capture could free memory the graph records). Returns whether a
+        graph is in use; False (eager steps) for host-stepped backends and kinematic replay."""
+        if not self.sim.capturable or self.cfg.kinematic_replay:
+            return False
+        dev = wp.get_device(self.sim.wp_device)
+        side = torch.cuda.Stream(device=self.device) if dev.is_cuda else None
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with (torch.cuda.stream(side) if side is not None else contextlib.nullcontext()), \
+                    wp.ScopedDevice(dev), torch_stream_scope(self.device), self.sim.launches_inline():
+                if side is not None:
+                    side.wait_stream(torch.cuda.default_stream(self.device))
+                with wp.ScopedCapture(dev, stream=dev.stream if dev.is_cuda else None) as capture:
+                    self._step_launches()
+        finally:
+            if collecting:
+                gc.enable()
+        self._step_graph, self._graph_epoch = capture.graph, self.sim.graph_epoch
+        return True
+
+    @contextlib.contextmanager
+    def eager_steps(self):
+        """Steps inside run their launches eagerly; a captured step graph is kept and replayed again after (for
+        timing one stage of the step, or debugging)."""
+        graph, pending = self._step_graph, self._capture_pending
+        self._step_graph, self._capture_pending = None, False
+        try:
+            yield
+        finally:
+            self._step_graph, self._capture_pending = graph, pending
+
+    def _capture_or_warn(self) -> None:
+        self._capture_pending = False
+        try:
+            self.capture_step()
+        except Exception as e:  # noqa: BLE001 - any capture failure leaves the eager step, which is always correct
+            self._step_graph = None
+            warnings.warn(f"env.graph_step: capturing the env step failed ({type(e).__name__}: {e}); stepping "
+                          "eagerly (set env.graph_step=false to silence this)", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ API
     @on_torch_stream
     def reset(self) -> dict[str, torch.Tensor]:
-        self._reset_envs(self.all_envs, self._wp_all)
+        self.reset_mask.fill_(True)
+        self._clear_episodes()
+        self._reset_envs()
         self._compute_observations()
         return self._obs
 
@@ -273,43 +380,27 @@ class HumanoidImitationEnv(VecEnv):
         mask = self.reset_mask
         self.motion_ids.copy_(torch.where(mask, motion_ids.to(self.motion_ids), self.motion_ids))
         self.times.copy_(torch.where(mask, times.to(self.times), self.times))
-        self.episode_length.masked_fill_(mask, 0)
-        self.episode_sums.masked_fill_(mask.unsqueeze(1), 0.0)
+        self._clear_episodes()
         self.randomizer.reset(self._wp_reset_mask)
         self._query_reference()
-        self._write_reference_into_sim(self._wp_reset_mask, mask)
+        self._write_reference_into_sim()
         self._compute_observations()
         return self._obs
 
     @on_torch_stream
     def step(self, actions: torch.Tensor):
         self.policy_actions.copy_(actions.detach())
-        apply_actions(self.params, self.ref_wp, self.buf, self.sim.state)
-        self.episode_length += 1
-        self.times += self.dt
-        self._query_reference()
-        if self.cfg.kinematic_replay:
-            self._write_reference_into_sim(self._wp_all, self.all_envs)
+        if self._capture_pending and self._eager_steps > 0:  # the first step ran eagerly: kernels are loaded
+            self._capture_or_warn()
+        if self._step_graph is not None and self._graph_epoch != self.sim.graph_epoch:
+            self._step_graph, self._capture_pending = None, True  # the simulator replaced buffers: recapture
+        if self._step_graph is not None:
+            wp.capture_launch(self._step_graph)
+            self.sim.account_step()
         else:
-            self.randomizer.push(self.sim.state)
-            self.sim.step()
-        torch.ne(self.sim.unstable, 0, out=self.step_unstable)
-        self.step_num_unstable.copy_(self.sim.num_unstable)
-        self._compute_rewards_and_dones()
-        self._error_sum += self.errors.sum(0)
+            self._step_launches()
+            self._eager_steps += 1
         self._error_count += self.num_envs
-        self.sampler.update(self.motion_ids, self.times, self.terminated)
-        self._compute_observations()
-        self.terminal_obs_full.copy_(self.obs_full)
-        if self.cfg.obs_noise:
-            self.terminal_obs_actor.copy_(self.obs_actor)
-        torch.logical_or(self.terminated, self.truncated, out=self.done)
-        self.done_sums.copy_(self.episode_sums)
-        self.done_length.copy_(self.episode_length)
-        torch.eq(self.term_cause[:, None], self._cause_codes, out=self._cause_onehot)
-        self.done_stats[:, -len(spec.END_CAUSES):].copy_(self._cause_onehot)
-        self._reset_envs(self.done, self._wp_done)
-        self._compute_observations(self._wp_done)  # only the reset envs' rows changed
         return self._obs, self.reward, self.terminated, self.truncated, self._extras
 
     def metrics(self) -> dict[str, torch.Tensor]:

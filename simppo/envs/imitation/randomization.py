@@ -14,18 +14,11 @@ import torch
 import warp as wp
 
 from simppo.envs.imitation.config import RandomizationCfg
+from simppo.envs.imitation.rng import RNG_RANDOMIZATION, rng_states
 from simppo.kernels.imitation.randomization import RandomizationBuffers, RandomizationParams, push, randomize
 from simppo.sim.base import WORLD_PARAM_FIELDS, SimBackend, nominal_world_params
 from simppo.sim.common import geom_foot_map
 from simppo.utils.device import warp_view
-
-RNG_RANDOMIZATION, RNG_OBS_NOISE = 1, 2  # independent random streams of one env seed
-
-
-def rng_states(seed: int, stream: int, num_envs: int, device: str) -> torch.Tensor:
-    """``[num_envs]`` distinct uint32 Warp random states (as int32 bits) for ``stream`` of ``seed``."""
-    states = np.random.SeedSequence([int(seed), int(stream)]).generate_state(num_envs, dtype=np.uint32)
-    return torch.from_numpy(states.view(np.int32).copy()).to(device)
 
 
 def _range(cfg: RandomizationCfg, key: str, size: int = 2, low: float | None = None) -> list[float] | None:

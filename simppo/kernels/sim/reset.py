@@ -5,11 +5,11 @@ import warp as wp
 
 @wp.struct
 class ResetBuffers:
-    """``mask [N]`` int32 and targets ``qpos_target [N, nq]`` / ``qvel_target [N, nv]`` (inputs); the
+    """``mask [N]`` bool and targets ``qpos_target [N, nq]`` / ``qvel_target [N, nv]`` (inputs); the
     backend state ``qpos_out``, ``qvel_out``, ``qacc_warmstart_out [N, nv]``, ``act_out [N, na]``,
     ``time_out [N]`` (outputs, written only where ``mask`` is set)."""
 
-    mask: wp.array(dtype=wp.int32)
+    mask: wp.array(dtype=wp.bool)
     qpos_target: wp.array2d(dtype=wp.float32)
     qvel_target: wp.array2d(dtype=wp.float32)
     qpos_out: wp.array2d(dtype=wp.float32)
@@ -21,13 +21,13 @@ class ResetBuffers:
 
 @wp.kernel
 def reset_kernel(b: ResetBuffers):
-    """Launch dim ``N``. Where ``mask[w] != 0``: qpos/qvel = targets, warm start, act and time = 0.
+    """Launch dim ``N``. Where ``mask[w]``: qpos/qvel = targets, warm start, act and time = 0.
 
     # Data in: b.mask, b.qpos_target, b.qvel_target
     # Data out: b.qpos_out, b.qvel_out, b.qacc_warmstart_out, b.act_out, b.time_out (masked worlds)
     """
     w = wp.tid()
-    if b.mask[w] == 0:
+    if not b.mask[w]:
         return
     for i in range(b.qpos_out.shape[1]):
         b.qpos_out[w, i] = b.qpos_target[w, i]

@@ -1,0 +1,12 @@
+"""Per-env random states of the imitation env: independent Warp streams of one env seed."""
+
+import numpy as np
+import torch
+
+RNG_RANDOMIZATION, RNG_OBS_NOISE, RNG_SAMPLER = 1, 2, 3  # the streams of one env seed
+
+
+def rng_states(seed: int, stream: int, num_envs: int, device: str) -> torch.Tensor:
+    """``[num_envs]`` distinct uint32 Warp random states (as int32 bits) for ``stream`` of ``seed``."""
+    states = np.random.SeedSequence([int(seed), int(stream)]).generate_state(num_envs, dtype=np.uint32)
+    return torch.from_numpy(states.view(np.int32).copy()).to(device)

@@ -1,0 +1,106 @@
+"""The start-state sampler's kernels against NumPy (float64): the chunked CDF scan, the lazily decayed EMA and its
+fold, and the inverse-CDF draws (a chi-square test against the distribution they target)."""
+
+import math
+
+import numpy as np
+import torch
+
+from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
+from simppo.kernels.imitation.sampler import CHUNK
+
+
+def _sampler(lengths, weights, num_envs=1, **cfg) -> AdaptiveSampler:
+    c = AdaptiveSamplingCfg(**cfg)
+    return AdaptiveSampler(lengths, torch.tensor(weights, dtype=torch.float32), c, 0.0, "cpu", num_envs=num_envs,
+                           seed=3)
+
+
+def _reference_probabilities(s: AdaptiveSampler, ema: np.ndarray) -> np.ndarray:
+    """p[b] ∝ sum_k kernel[k] ema[ahead[k, b]] + uniform_ratio * uniform[b], in float64."""
+    kernel, ahead = s.kernel.double().numpy(), s.ahead.long().numpy()
+    smoothed = (kernel[:, None] * ema[ahead]).sum(0)
+    p = smoothed + s.cfg.uniform_ratio * s.uniform_probs.double().numpy()
+    return p / p.sum()
+
+
+def _chi2_bound(df: int, z: float = 3.09) -> float:
+    """Wilson-Hilferty: the chi-square quantile of ``df`` degrees of freedom at the normal quantile ``z``
+    (3.09: p = 0.999)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def test_chunked_scan_is_the_float64_cumulative_sum():
+    rng = np.random.default_rng(0)
+    lengths = list(rng.uniform(0.3, 9.0, size=300))  # > 4 chunks of bins, motions across chunk borders
+    s = _sampler(lengths, list(rng.uniform(0.5, 2.0, size=300)), smoothing_kernel_size=3)
+    assert s.num_bins > 4 * CHUNK
+    ema = rng.exponential(size=s.num_bins).astype(np.float32) * (rng.uniform(size=s.num_bins) < 0.2)
+    s.failure_ema.copy_(torch.from_numpy(ema))
+    s.refresh()
+    p = _reference_probabilities(s, ema.astype(np.float64))
+    cdf = s.cdf.numpy()
+    np.testing.assert_allclose(cdf / cdf[-1], np.cumsum(p), rtol=1e-9, atol=1e-15)  # float32 inputs, float64 sums
+
+
+def test_failure_ema_decays_lazily_and_folds_the_scale():
+    s = _sampler([2.5, 1.0, 3.0], [1.0, 2.0, 1.0], ema_alpha=0.5, smoothing_kernel_size=1)
+    rng = np.random.default_rng(1)
+    ref = np.zeros(s.num_bins)
+    folded = False
+    for _ in range(90):  # 0.5^t passes 1e-20 at t = 67: the scale is folded into the stored EMA there
+        ids = rng.integers(0, 3, size=16).astype(np.int32)
+        times = rng.uniform(-0.2, 3.2, size=16).astype(np.float32)
+        term = rng.uniform(size=16) < 0.4
+        s.update(torch.from_numpy(ids), torch.from_numpy(times), torch.from_numpy(term))
+        counts = np.zeros(s.num_bins)
+        np.add.at(counts, s.bins_of(torch.from_numpy(ids), torch.from_numpy(times)).numpy(), term)
+        ref = 0.5 * ref + 0.5 * counts
+        folded |= float(s.scale) == 1.0
+        assert float(s.scale) >= 1e-20 * 0.5
+    assert folded
+    np.testing.assert_allclose(s.ema().double().numpy(), ref, rtol=2e-6, atol=1e-30)
+    np.testing.assert_allclose(np.diff(s.cdf.numpy(), prepend=0.0) / s.cdf.numpy()[-1],
+                               _reference_probabilities(s, ref), rtol=1e-5, atol=1e-12)
+
+
+def test_draws_pass_a_chi_square_test_against_their_distribution():
+    lengths = [2.5, 1.0, 3.0, 0.4, 5.2]
+    n = 100_000
+    s = _sampler(lengths, [1.0, 2.0, 1.0, 0.5, 1.0], num_envs=n)
+    ema = np.zeros(s.num_bins, np.float32)
+    ema[[1, 4, 9]] = [0.02, 0.5, 0.1]  # failures dominate three bins, the uniform floor keeps the rest
+    s.failure_ema.copy_(torch.from_numpy(ema))
+    s.refresh()
+    p = _reference_probabilities(s, ema.astype(np.float64))
+    ids, times = torch.zeros(n, dtype=torch.int32), torch.zeros(n)
+    s.sample(torch.ones(n, dtype=torch.bool), ids, times)
+    observed = np.bincount(s.bins_of(ids, times).numpy(), minlength=s.num_bins)
+    expected = n * p
+    assert expected.min() > 20  # the test's own validity: every cell well populated
+    chi2 = float(((observed - expected) ** 2 / expected).sum())
+    assert chi2 < _chi2_bound(s.num_bins - 1), (chi2, observed, expected.round())
+    # inside each bin the start time is uniform: the mean offset of each bin's draws is half its width
+    b = s.bins_of(ids, times).numpy()
+    start = s.bin_index.numpy()[b] * s.cfg.bin_size_s
+    width = np.minimum(start + 1.0, np.asarray(lengths)[ids.numpy()]) - start
+    u = (times.numpy() - start) / width
+    assert ((u >= 0) & (u < 1)).all()
+    assert abs(u.mean() - 0.5) < 0.01
+
+
+def test_draws_touch_only_the_masked_envs_and_their_random_streams():
+    n = 64
+    s = _sampler([2.0, 3.0], [1.0, 1.0], num_envs=n)
+    mask = torch.arange(n) % 3 == 0
+    ids, times = torch.full((n,), 9, dtype=torch.int32), torch.full((n,), -1.0)
+    rng_before = s.rng.clone()
+    s.sample(mask, ids, times)
+    assert (ids[~mask] == 9).all() and (times[~mask] == -1.0).all()
+    assert ((ids[mask] >= 0) & (ids[mask] < 2)).all() and (times[mask] >= 0).all()
+    assert torch.equal(s.rng[~mask], rng_before[~mask]) and (s.rng[mask] != rng_before[mask]).all()
+    # the same seed gives the same draws
+    again = _sampler([2.0, 3.0], [1.0, 1.0], num_envs=n)
+    ids2, times2 = torch.full((n,), 9, dtype=torch.int32), torch.full((n,), -1.0)
+    again.sample(mask, ids2, times2)
+    assert torch.equal(ids, ids2) and torch.equal(times, times2)
