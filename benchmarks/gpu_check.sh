@@ -10,7 +10,9 @@
 #   4. train     benchmarks/train_throughput.py --num-envs 4096 8192 --backends mjwarp (train/physics-in-env,
 #                train/replay, solver iterations, steps/s)
 #   5. gae       benchmarks/gae.py --sizes 8192x32 (speed-up over a torch loop)
-#   6. mjx       benchmarks/sim.py's sim=mjx rows at 4096 worlds (compile apart from steady state, step
+#   6. solver    benchmarks/solver_study.py at 4096 worlds: MJWarp's iteration cap x tolerance against a converged
+#                float64 reference, solver iterations per step and control steps/s
+#   7. mjx       benchmarks/sim.py's sim=mjx rows at 4096 worlds (compile apart from steady state, step
 #                mjx/mujoco); skipped with one line when JAX has no GPU here (the [mjx] extra with a CUDA jaxlib)
 # Every figure goes to one results file: $OUT/gpu_results.txt when OUT is set, else ./gpu_results.txt.
 # Stages run even when an earlier one failed (so the figures come back); the exit status is that of the
@@ -127,6 +129,7 @@ if [ "$DRY" = 1 ]; then
     TRAIN_ARGS=(--num-envs 8 --iterations 1 --device cpu)
     GAE_ARGS=(--sizes 64x8 --repeats 2 --device cpu)
     SIM_ARGS=(--nworld 4 --steps 2 --device cpu)
+    SOLVER_ARGS=(--worlds 8 --steps 2 --iterations 5,10 --tolerances 1e-8 --device cpu)
     TESTS=(tests/gpu tests/sim/test_mjwarp_graphs.py tests/sim/test_env_hot_path.py tests/utils/test_device.py
            tests/utils/test_resume_rng.py tests/envs/test_step_graph.py)
     PYTEST_MARK=()
@@ -135,13 +138,14 @@ else
     TRAIN_ARGS=(--num-envs 4096 8192 --iterations 2 --device cuda:0)
     GAE_ARGS=(--sizes 8192x32 --device cuda:0)
     SIM_ARGS=(--nworld 4096 --steps 10 --device cuda:0)
+    SOLVER_ARGS=(--worlds 4096 --steps 25 --iterations 5,10 --tolerances 1e-8,1e-4 --device cuda:0)
     TESTS=(tests/gpu)
     PYTEST_MARK=(-m gpu)
 fi
 
 note "simppo gpu_check $( [ "$DRY" = 1 ] && echo '--dry-run (CPU, small sizes)' ) $(date -u +%FT%TZ) \
 rev $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-STAGES=" ${SIMPPO_GPU_STAGES:-install versions compile tests train gae mjx} "
+STAGES=" ${SIMPPO_GPU_STAGES:-install versions compile tests train gae solver mjx} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 want install && stage install 240 install_simppo
 want versions && stage versions 60 show_versions
@@ -150,6 +154,7 @@ want tests && stage tests 240 "$PY" -m pytest -q -rs -p no:cacheprovider ${PYTES
     "${TESTS[@]}"
 want train && stage train 220 "$PY" benchmarks/train_throughput.py --backends mjwarp "${TRAIN_ARGS[@]}"
 want gae && stage gae 60 "$PY" benchmarks/gae.py "${GAE_ARGS[@]}"
+want solver && stage solver 150 "$PY" benchmarks/solver_study.py "${SOLVER_ARGS[@]}"
 mjx_rows() {
     local platform=gpu
     [ "$DEVICE" = cpu ] && platform=cpu

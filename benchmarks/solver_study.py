@@ -72,7 +72,7 @@ def main() -> None:
     args = p.parse_args()
     init_warp()
     n, device = args.worlds, args.device
-    horizons = sorted({1, 5, args.steps})
+    horizons = sorted(h for h in {1, 5, args.steps} if h <= args.steps)
     qpos, qvel, targets = start_states(n, device)
     g = torch.Generator().manual_seed(0)
     noise = [0.1 * torch.randn(n, targets.shape[1], generator=g).to(device) for _ in range(args.steps)]

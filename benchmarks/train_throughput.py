@@ -320,8 +320,11 @@ class BackendRun:
         solver = self.clock.solver()
         replay = self.clock.replay_steps_per_s(n, steps)
         env_s = self.env_watch.seconds
-        shares = {"sim step": sim_s / total, "env kernels+resets": (env_s - sim_s) / total,
-                  "policy+buffer": (rollout_s - env_s) / total, "update": update_s / total}
+        if self.clock.watch.calls:
+            shares = {"sim step": sim_s / total, "env kernels+resets": (env_s - sim_s) / total}
+        else:  # one graph: the physics and the env's kernels are not timed apart
+            shares = {"env step graph (physics, kernels, resets)": env_s / total}
+        shares.update({"policy+buffer": (rollout_s - env_s) / total, "update": update_s / total})
         tf32 = torch.get_float32_matmul_precision()
         print(f"[{device}] num_envs={n} sim={self.backend}: env={self.env_sps:.0f} train={train:.0f} control "
               f"steps/s; physics in the env {self.sim_env:.0f} (training states {sim_train:.0f}), replay "
