@@ -17,9 +17,9 @@ static buffers: it gives the eager path's parameters bit for bit, which is what 
 
 from __future__ import annotations
 
-import gc
-
 import torch
+
+from simppo.utils.device import gc_paused
 
 
 def graph_update_available(device: torch.device, world_size: int, precision: str) -> tuple[bool, str]:
@@ -73,10 +73,6 @@ class MinibatchStep:
                 else:  # optimizer state the warm-up created (Adam's moments and step count start at zero)
                     t.zero_()
         graph = torch.cuda.CUDAGraph()
-        gc.disable()  # a collection during capture could free a tensor the graph records (as mjlab does)
-        try:
-            with torch.cuda.graph(graph):
-                self.logs = self.step_fn(dict(self.static))
-        finally:
-            gc.enable()
+        with gc_paused(), torch.cuda.graph(graph):
+            self.logs = self.step_fn(dict(self.static))
         self.graph = graph

@@ -310,12 +310,8 @@ class MJWarpSim(SimBackend):
     def account_step(self) -> None:
         self._physics_steps += self.decimation
 
-    def bind_reset_inputs(self, mask: torch.Tensor, qpos_target: torch.Tensor, qvel_target: torch.Tensor) -> None:
-        """The reset reads ``mask`` / ``qpos_target`` / ``qvel_target`` in place (no copies at
-        :meth:`reset_bound`)."""
-        self._bound_reset = (mask, qpos_target, qvel_target)
-
     def reset_bound(self) -> None:
+        """The reset reads the bound mask and targets in place (no copies)."""
         self._read_reset_inputs(*self._bound_reset)
         self._run("reset", self._reset_launches)
 

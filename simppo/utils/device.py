@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import sys
 import warnings
@@ -125,6 +126,19 @@ def torch_stream_scope(device: str | torch.device | wp.Device):
     if wp.get_device(name).stream.cuda_stream == stream.cuda_stream:
         return _NULL_SCOPE
     return wp.ScopedStream(stream)
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Python's garbage collector off inside the block, its previous state restored after: a collection during a
+    graph capture could free memory the graph records (mjlab pauses it the same way)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def on_torch_stream(method):

@@ -15,7 +15,6 @@ clean prefix plus uniform noise per column; the critic's row stays clean.
 from __future__ import annotations
 
 import contextlib
-import gc
 import warnings
 
 import numpy as np
@@ -41,7 +40,7 @@ from simppo.motion.motion_lib import MotionLib
 from simppo.robot.config import RobotCfg, load_robot_cfg
 from simppo.sim import make_sim
 from simppo.sim.config import SimCfg
-from simppo.utils.device import on_torch_stream, torch_stream_scope, warp_view
+from simppo.utils.device import gc_paused, on_torch_stream, torch_stream_scope, warp_view
 
 
 class HumanoidImitationEnv(VecEnv):
@@ -325,18 +324,12 @@ class HumanoidImitationEnv(VecEnv):
             return False
         dev = wp.get_device(self.sim.wp_device)
         side = torch.cuda.Stream(device=self.device) if dev.is_cuda else None
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            with (torch.cuda.stream(side) if side is not None else contextlib.nullcontext()), \
-                    wp.ScopedDevice(dev), torch_stream_scope(self.device), self.sim.launches_inline():
-                if side is not None:
-                    side.wait_stream(torch.cuda.default_stream(self.device))
-                with wp.ScopedCapture(dev, stream=dev.stream if dev.is_cuda else None) as capture:
-                    self._step_launches()
-        finally:
-            if collecting:
-                gc.enable()
+        with gc_paused(), (torch.cuda.stream(side) if side is not None else contextlib.nullcontext()), \
+                wp.ScopedDevice(dev), torch_stream_scope(self.device), self.sim.launches_inline():
+            if side is not None:
+                side.wait_stream(torch.cuda.default_stream(self.device))
+            with wp.ScopedCapture(dev, stream=dev.stream if dev.is_cuda else None) as capture:
+                self._step_launches()
         self._step_graph, self._graph_epoch = capture.graph, self.sim.graph_epoch
         return True
 
