@@ -119,6 +119,7 @@ def main() -> None:
         s, results = evaluate(agent.model, eval_env)
         eval_s = time.perf_counter() - t0
         tracked = [r.mpjpe_local_mm for r in results if r.success]
+        start_share = env.sampler.motion_shares().tolist()
         row = {"samples": runner.step_count, "iterations": runner.epoch,
                "train_samples_per_s": runner.step_count / train_s,
                "success_rate": s["success_rate"], "survival_fraction": s["survival_fraction"],
@@ -133,7 +134,8 @@ def main() -> None:
                "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
                                     "mpjpe_local_mm": round(r.mpjpe_local_mm, 1),
-                                    "failure": r.failure} for r in results}}
+                                    "failure": r.failure, "start_share": round(start_share[r.motion_id], 4)}
+                           for r in results}}
         with curve.open("a") as f:
             f.write(json.dumps(row) + "\n")
         runner.save(f"samples_{target}.ckpt")
@@ -150,7 +152,8 @@ def main() -> None:
         for name, m in row["motions"].items():
             fail = f" failed at {m['failure']['time_s']:.2f} s ({m['failure']['cause']})" if m["failure"] else ""
             print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "
-                  f"global {m['mpjpe_global_mm']:6.1f} root-rel {m['mpjpe_local_mm']:6.1f} mm{fail}", flush=True)
+                  f"global {m['mpjpe_global_mm']:6.1f} root-rel {m['mpjpe_local_mm']:6.1f} mm, "
+                  f"{100 * m['start_share']:4.1f} % of the starts{fail}", flush=True)
     eval_env.close()
     env.close()
 

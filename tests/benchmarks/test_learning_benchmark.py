@@ -28,6 +28,8 @@ def test_curve_rows_and_checkpoints(tmp_path):
         assert r["success_rate"] == sum(m["success"] for m in r["motions"].values()) / 2
         assert r["mpjpe_global_mm"] > 0 and r["mpjpe_local_mm"] > 0
         assert "agent.num_steps=8" in r["overrides"]
+        assert abs(sum(m["start_share"] for m in r["motions"].values()) - 1.0) < 1e-3
+        assert min(m["start_share"] for m in r["motions"].values()) >= 0.25 - 1e-3  # the motion floor: >= 0.5 / 2
         u = r["update"]
         assert u["actor/kl"] >= 0 and 0 <= u["actor/clip_frac"] <= 1 and u["actor/lr"] > 0 and r["sigma_mean"] > 0
     assert {p.name for p in out.glob("samples_*.ckpt")} == {"samples_100.ckpt", "samples_300.ckpt"}

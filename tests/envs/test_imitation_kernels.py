@@ -407,7 +407,7 @@ def test_undesired_contacts_match_mujoco(env):
 # ------------------------------------------------------------------ adaptive sampler
 def _sampler(**kw) -> AdaptiveSampler:
     cfg = AdaptiveSamplingCfg(bin_size_s=1.0, ema_alpha=0.25, uniform_ratio=0.2, smoothing_kernel_size=2,
-                              smoothing_lambda=0.5)
+                              smoothing_lambda=0.5, motion_floor=0.0)  # BeyondMimic's rule alone
     init = kw.pop("init_start_prob", 0.0)
     for k, v in kw.items():
         setattr(cfg, k, v)

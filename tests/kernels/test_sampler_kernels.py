@@ -4,6 +4,7 @@ fold, and the inverse-CDF draws (a chi-square test against the distribution they
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
@@ -17,11 +18,18 @@ def _sampler(lengths, weights, num_envs=1, **cfg) -> AdaptiveSampler:
 
 
 def _reference_probabilities(s: AdaptiveSampler, ema: np.ndarray) -> np.ndarray:
-    """p[b] ∝ sum_k kernel[k] ema[ahead[k, b]] + uniform_ratio * uniform[b], in float64."""
+    """p[b] ∝ sum_k kernel[k] ema[ahead[k, b]] + uniform_ratio * uniform[b]; then a share motion_floor of the mass
+    moved to each motion in proportion to its weight, spread over its bins as p is: in float64, motion by motion."""
     kernel, ahead = s.kernel.double().numpy(), s.ahead.long().numpy()
     smoothed = (kernel[:, None] * ema[ahead]).sum(0)
-    p = smoothed + s.cfg.uniform_ratio * s.uniform_probs.double().numpy()
-    return p / p.sum()
+    p = smoothed + float(np.float32(s.cfg.uniform_ratio)) * s.uniform_probs.double().numpy()  # a float32 parameter
+    p = p / p.sum()
+    weights = s.motion_weights.double().numpy()
+    out = np.empty_like(p)
+    for m, (first, n) in enumerate(zip(s.bin_offset.tolist(), s.motion_num_bins.tolist(), strict=True)):
+        own = p[first:first + n]
+        out[first:first + n] = (1 - s.cfg.motion_floor) * own + s.cfg.motion_floor * weights[m] * own / own.sum()
+    return out / out.sum()  # the float32 weights sum to 1 only within rounding
 
 
 def _chi2_bound(df: int, z: float = 3.09) -> float:
@@ -62,6 +70,31 @@ def test_failure_ema_decays_lazily_and_folds_the_scale():
     np.testing.assert_allclose(s.ema().double().numpy(), ref, rtol=2e-6, atol=1e-30)
     np.testing.assert_allclose(np.diff(s.cdf.numpy(), prepend=0.0) / s.cdf.numpy()[-1],
                                _reference_probabilities(s, ref), rtol=1e-5, atol=1e-12)
+
+
+def test_motion_floor_keeps_each_motion_its_share_of_the_starts():
+    """Failures in one motion take nearly every start under the single-clip rule; with a floor every motion keeps
+    at least ``floor * weight`` of them, spread over its own bins as the rule spreads them."""
+    lengths, weights = [3.0, 2.0, 4.0], [1.0, 1.0, 2.0]
+    ema = np.zeros(9, np.float32)
+    ema[[1, 2]] = [3.0, 1.0]  # a hard clip: motion 0 fails often, the others never
+    shares = {}
+    for floor in (0.0, 0.5, 1.0):
+        s = _sampler(lengths, weights, motion_floor=floor, smoothing_kernel_size=1)
+        s.failure_ema.copy_(torch.from_numpy(ema))
+        s.refresh()
+        p = s.probabilities().double().numpy()
+        np.testing.assert_allclose(np.diff(s.cdf.numpy(), prepend=0.0) / s.cdf.numpy()[-1], p, rtol=1e-6)
+        shares[floor] = np.array([p[0:3].sum(), p[3:5].sum(), p[5:9].sum()])
+        # inside a motion the bins keep the rule's proportions (motion 0: weight 1/4 spread over 3 bins)
+        rule = ema[0:3] + 0.1 * 0.25 / 3
+        np.testing.assert_allclose(p[0:3] / p[0:3].sum(), rule / rule.sum(), rtol=1e-5)
+    assert shares[0.0][1] + shares[0.0][2] < 0.03  # the rule alone: the tracked clips are starved
+    np.testing.assert_allclose(shares[1.0], [0.25, 0.25, 0.5], rtol=1e-6)  # all by weight
+    assert (shares[0.5] >= 0.5 * np.array([0.25, 0.25, 0.5]) - 1e-9).all()
+    np.testing.assert_allclose(shares[0.5], 0.5 * shares[0.0] + 0.5 * shares[1.0], rtol=1e-6)
+    with pytest.raises(ValueError, match="motion_floor"):
+        AdaptiveSamplingCfg(motion_floor=1.5)
 
 
 def test_draws_pass_a_chi_square_test_against_their_distribution():

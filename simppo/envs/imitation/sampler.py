@@ -13,6 +13,11 @@ of the same motion with weights ``smoothing_lambda ** k`` (normalised; a fall is
 before it happens; the motion's last bin is repeated past its end, as mjlab pads). Start times are drawn
 uniformly inside the bin and strictly inside the clip.
 
+That rule is made for one clip. Over a motion set the clips that still fail take nearly every start, the
+clips already tracked get almost none and are forgotten (docs/learning.md measures it). So a share
+``motion_floor`` of the starts is spread over the motions by their weights, each motion's share drawn over its
+own bins by the rule above; the rest follows the rule across all motions. ``motion_floor = 0`` is the rule alone.
+
 The work is done by the Warp kernels of :mod:`simppo.kernels.imitation.sampler`: a step writes only the bins of
 the envs that terminated (the EMA is kept divided by a decay scale on the device), the distribution is folded into
 a CDF every step for small sets and every ``refresh_every`` steps above ``large_bins`` bins (so a step costs
@@ -44,12 +49,19 @@ class AdaptiveSamplingCfg:
     bin_size_s: float = 1.0
     ema_alpha: float = 0.001
     uniform_ratio: float = 0.1  # absolute floor: weight of the uniform distribution against the failure counts
+    # share of the starts spread over the motions by their weights (each over its own bins by its failures);
+    # the rest goes where the failures are, across motions
+    motion_floor: float = 0.5
     smoothing_kernel_size: int = 3  # bins ahead (this one included) whose failures a bin is credited with
     smoothing_lambda: float = 0.8  # weight of the k-th bin ahead: lambda ** k (normalised)
     # Above this many bins (large motion sets) the distribution is refolded every refresh_every steps (at most one
     # PPO rollout old) instead of every step, so a step costs O(envs) instead of O(bins).
     large_bins: int = 4096
     refresh_every: int = 24
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.motion_floor <= 1.0:
+            raise ValueError(f"env.sampling.motion_floor={self.motion_floor}: must be in [0, 1]")
 
 
 def _wp(x: torch.Tensor | wp.array, dtype=None) -> wp.array:
@@ -95,28 +107,36 @@ class AdaptiveSampler:
         weights = motion_weights.to(device=device, dtype=torch.float32)
         uniform = weights[self.bin_motion.long()] / self.motion_num_bins[self.bin_motion.long()].float()
         self.uniform_probs = (uniform / uniform.sum()).contiguous()
+        self.motion_weights = (weights / weights.sum()).contiguous()
         self.amortized = self.num_bins > cfg.large_bins
         # device state: stored EMA, decay scale, steps since the refresh, CDF, scan scratch, random streams
         self.failure_ema = torch.zeros(self.num_bins, dtype=torch.float32, device=device)
         self.scale = torch.ones(1, dtype=torch.float64, device=device)
         self.steps = torch.zeros(1, **i32)
-        self.cdf = torch.zeros(self.num_bins, dtype=torch.float64, device=device)
-        self._chunk_sum = torch.zeros(num_chunks(self.num_bins), dtype=torch.float64, device=device)
+        f64 = {"dtype": torch.float64, "device": device}
+        self.cdf = torch.zeros(self.num_bins, **f64)
+        self._weight = torch.zeros(self.num_bins, **f64)
+        self._motion_factor = torch.zeros(len(nbins), **f64)
+        self._chunk_sum = torch.zeros(num_chunks(self.num_bins), **f64)
+        self._total = torch.zeros(1, **f64)
         self.rng = rng_states(self.seed, RNG_SAMPLER, num_envs, device)
         self.tables, self.state = self._bind()
         self.refresh()
 
     def _bind(self) -> tuple[SamplerTables, SamplerState]:
         cfg, t = self.cfg, SamplerTables()
-        for name in ("bin_offset", "motion_num_bins", "motion_lengths", "motion_frame_dt", "bin_motion", "bin_index",
-                     "uniform_probs", "ahead", "kernel"):
+        for name in ("bin_offset", "motion_num_bins", "motion_lengths", "motion_frame_dt", "motion_weights",
+                     "bin_motion", "bin_index", "uniform_probs", "ahead", "kernel"):
             setattr(t, name, warp_view(getattr(self, name)))
         t.bin_size, t.ema_alpha, t.uniform_ratio = float(cfg.bin_size_s), float(cfg.ema_alpha), float(cfg.uniform_ratio)
+        t.motion_floor = float(cfg.motion_floor)
         t.init_start_prob, t.enabled = self.init_start_prob, int(cfg.enabled)
         t.refresh_every = max(1, int(cfg.refresh_every)) if self.amortized else 1
         s = SamplerState()
         s.stored_ema, s.scale, s.steps = warp_view(self.failure_ema), warp_view(self.scale), warp_view(self.steps)
         s.cdf, s.chunk_sum, s.rng = warp_view(self.cdf), warp_view(self._chunk_sum), warp_view(self.rng, wp.uint32)
+        s.weight, s.motion_factor, s.total = warp_view(self._weight), warp_view(self._motion_factor), \
+            warp_view(self._total)
         return t, s
 
     def bins_of(self, motion_ids: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
@@ -150,8 +170,19 @@ class AdaptiveSampler:
         if not self.cfg.enabled:
             return self.uniform_probs
         smoothed = (self.kernel[:, None] * self.ema()[self.ahead.long()]).sum(0)
-        p = smoothed + self.cfg.uniform_ratio * self.uniform_probs
-        return p / p.sum()
+        p = (smoothed + self.cfg.uniform_ratio * self.uniform_probs).double()
+        m = self.bin_motion.long()
+        own = torch.zeros(self.motion_weights.shape[0], dtype=torch.float64, device=p.device).index_add_(0, m, p)
+        floor = self.cfg.motion_floor
+        balanced = torch.where(own > 0, floor * self.motion_weights.double() / own.clamp_min(1e-300), 0.0)
+        p = p * ((1.0 - floor) / p.sum() + balanced[m])
+        return (p / p.sum()).float()
+
+    def motion_shares(self) -> torch.Tensor:
+        """Each motion's share of the starts ``[num_motions]`` under :meth:`probabilities`."""
+        p = self.probabilities()
+        return torch.zeros(self.motion_weights.shape[0], dtype=p.dtype, device=p.device).index_add_(
+            0, self.bin_motion.long(), p)
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """Device scalars: entropy of the bin distribution normalised by log(num_bins) (1 = uniform over

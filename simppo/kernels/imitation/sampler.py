@@ -8,8 +8,15 @@ envs that terminated: ``stored += alpha * f_t / S_t``, ``ema = stored * S``. The
 
     p[b] ∝ sum_k kernel[k] * ema[ahead[k, b]] + uniform_ratio * uniform[b]
 
-is folded into a float64 CDF every ``refresh_every`` steps (every step for small sets) by a chunked scan, and the
-scale is folded into ``stored`` at a refresh once it falls below ``1e-20``. Every stage is a plain kernel whose
+is BeyondMimic's rule for one clip. Over a motion library it lets the clips that fail most take every start
+(the clips already tracked get none, and are forgotten), so the shares of the motions are balanced:
+
+    P[b] = (1 - motion_floor) * p[b] / sum(p) + motion_floor * w[m] * p[b] / sum(p over the bins of m)
+
+(``m`` the motion of ``b``, ``w`` the motion weights normalised): a share ``motion_floor`` of the starts is spread
+over the motions by their weights, each drawn over its own bins by the rule above. ``P`` is folded into a float64
+CDF every ``refresh_every`` steps (every step for small sets) by a chunked scan, and the scale is folded into
+``stored`` at a refresh once it falls below ``1e-20``. Every stage is a plain kernel whose
 decisions are read from device buffers, so the whole sequence can be captured in a graph.
 
 Entry points: :func:`count_failures` (per step, before the refresh), :func:`refresh` (the CDF),
@@ -25,16 +32,18 @@ FOLD_BELOW = 1.0e-20  # the decay scale is folded into the stored EMA below this
 @wp.struct
 class SamplerTables:
     """Constants. Per motion ``[M]``: ``bin_offset`` (first bin), ``motion_num_bins``, ``motion_lengths`` (s),
-    ``motion_frame_dt`` (s; 0: start times are not snapped to stored frames). Per bin ``[B]``: ``bin_motion``,
+    ``motion_frame_dt`` (s; 0: start times are not snapped to stored frames), ``motion_weights`` (summing to 1).
+    Per bin ``[B]``: ``bin_motion``,
     ``bin_index`` (the bin's number inside its motion), ``uniform_probs`` (each motion's weight spread over its
     bins, summing to 1). Smoothing: ``ahead [K, B]`` the bins whose failures bin ``b`` is credited with and
-    ``kernel [K]`` their weights. Scalars: ``bin_size`` (s), ``ema_alpha``, ``uniform_ratio``,
+    ``kernel [K]`` their weights. Scalars: ``bin_size`` (s), ``ema_alpha``, ``uniform_ratio``, ``motion_floor``,
     ``init_start_prob``, ``refresh_every`` (steps), ``enabled`` (0: uniform, no EMA)."""
 
     bin_offset: wp.array(dtype=wp.int32)
     motion_num_bins: wp.array(dtype=wp.int32)
     motion_lengths: wp.array(dtype=wp.float32)
     motion_frame_dt: wp.array(dtype=wp.float32)
+    motion_weights: wp.array(dtype=wp.float32)
     bin_motion: wp.array(dtype=wp.int32)
     bin_index: wp.array(dtype=wp.int32)
     uniform_probs: wp.array(dtype=wp.float32)
@@ -43,6 +52,7 @@ class SamplerTables:
     bin_size: float
     ema_alpha: float
     uniform_ratio: float
+    motion_floor: float
     init_start_prob: float
     refresh_every: int
     enabled: int
@@ -51,14 +61,18 @@ class SamplerTables:
 @wp.struct
 class SamplerState:
     """``stored_ema [B]`` the failure EMA divided by ``scale [1]`` (float64); ``steps [1]`` updates since the last
-    refresh; ``cdf [B]`` (float64) the cumulative sampling weights; ``chunk_sum [C]`` scratch of the scan;
-    ``rng [N]`` each env's random state."""
+    refresh; ``cdf [B]`` (float64) the cumulative sampling weights; scratch of the refresh (float64): ``weight [B]``
+    the rule's weight of each bin, ``motion_factor [M]`` its motion's balancing factor, ``chunk_sum [C]`` and
+    ``total [1]``; ``rng [N]`` each env's random state."""
 
     stored_ema: wp.array(dtype=wp.float32)
     scale: wp.array(dtype=wp.float64)
     steps: wp.array(dtype=wp.int32)
     cdf: wp.array(dtype=wp.float64)
+    weight: wp.array(dtype=wp.float64)
+    motion_factor: wp.array(dtype=wp.float64)
     chunk_sum: wp.array(dtype=wp.float64)
+    total: wp.array(dtype=wp.float64)
     rng: wp.array(dtype=wp.uint32)
 
 
@@ -104,13 +118,13 @@ def refresh_due(t: SamplerTables, s: SamplerState, force: int) -> bool:
 
 
 @wp.kernel
-def _scan_chunks(t: SamplerTables, force: int, s: SamplerState):
-    """Launch dim ``C = ceil(B / CHUNK)``: the sampling weight of each bin of the chunk, its running sum within
-    the chunk into ``s.cdf`` and the chunk's total into ``s.chunk_sum`` (nothing when no refresh is due).
+def _bin_weights(t: SamplerTables, force: int, s: SamplerState):
+    """Launch dim ``C = ceil(B / CHUNK)``: the rule's weight of each bin of the chunk (smoothed failures plus the
+    uniform floor) into ``s.weight`` and the chunk's total into ``s.chunk_sum`` (nothing when no refresh is due).
 
     # Data in: t (uniform_probs, ahead, kernel, uniform_ratio, enabled, refresh_every), s.stored_ema, s.scale,
     #          s.steps, force
-    # Data out: s.cdf (chunk-local sums), s.chunk_sum
+    # Data out: s.weight, s.chunk_sum
     """
     c = wp.tid()
     if not refresh_due(t, s, force):
@@ -125,7 +139,63 @@ def _scan_chunks(t: SamplerTables, force: int, s: SamplerState):
             for k in range(t.kernel.shape[0]):
                 smoothed += wp.float64(t.kernel[k]) * wp.float64(s.stored_ema[t.ahead[k, b]]) * scale
             w = smoothed + wp.float64(t.uniform_ratio) * w
+        s.weight[b] = w
         total += w
+    s.chunk_sum[c] = total
+
+
+@wp.kernel
+def _total_weight(t: SamplerTables, force: int, s: SamplerState):
+    """Launch dim 1: the sum of the chunks' totals.
+
+    # Data in: s.chunk_sum, s.steps, force
+    # Data out: s.total
+    """
+    if not refresh_due(t, s, force):
+        return
+    total = wp.float64(0.0)
+    for c in range(s.chunk_sum.shape[0]):
+        total += s.chunk_sum[c]
+    s.total[0] = total
+
+
+@wp.kernel
+def _motion_factors(t: SamplerTables, force: int, s: SamplerState):
+    """Launch dim ``M``: the factor on the weights of the motion's bins, ``(1 - floor) / total + floor * w[m] /
+    (the motion's total)``.
+
+    # Data in: t (bin_offset, motion_num_bins, motion_weights, motion_floor), s.weight, s.total, s.steps, force
+    # Data out: s.motion_factor
+    """
+    m = wp.tid()
+    if not refresh_due(t, s, force):
+        return
+    first = t.bin_offset[m]
+    own = wp.float64(0.0)
+    for b in range(first, first + t.motion_num_bins[m]):
+        own += s.weight[b]
+    floor = wp.float64(t.motion_floor)
+    factor = (wp.float64(1.0) - floor) / s.total[0]
+    if own > wp.float64(0.0):
+        factor += floor * wp.float64(t.motion_weights[m]) / own
+    s.motion_factor[m] = factor
+
+
+@wp.kernel
+def _scan_chunks(t: SamplerTables, force: int, s: SamplerState):
+    """Launch dim ``C``: the balanced weight of each bin of the chunk, its running sum within the chunk into
+    ``s.cdf`` and the chunk's total into ``s.chunk_sum``.
+
+    # Data in: t.bin_motion, s.weight, s.motion_factor, s.steps, force
+    # Data out: s.cdf (chunk-local sums), s.chunk_sum
+    """
+    c = wp.tid()
+    if not refresh_due(t, s, force):
+        return
+    nbins = s.cdf.shape[0]
+    total = wp.float64(0.0)
+    for b in range(c * CHUNK, wp.min((c + 1) * CHUNK, nbins)):
+        total += s.weight[b] * s.motion_factor[t.bin_motion[b]]
         s.cdf[b] = total
     s.chunk_sum[c] = total
 
@@ -236,9 +306,13 @@ def count_failures(t: SamplerTables, s: SamplerState, motion_ids: wp.array, time
 def refresh(t: SamplerTables, s: SamplerState, force: bool = False) -> None:
     """Recompute ``s.cdf`` from the EMA when ``refresh_every`` steps have passed since the last refresh (or
     ``force``); folds the decay scale when it is small. Reads ``t``, ``s.stored_ema``, ``s.scale``, ``s.steps``;
-    writes ``s.cdf``, ``s.chunk_sum``, and at a fold ``s.stored_ema`` and ``s.scale``."""
+    writes ``s.cdf``, the scratch (``s.weight``, ``s.motion_factor``, ``s.chunk_sum``, ``s.total``), and at a fold
+    ``s.stored_ema`` and ``s.scale``."""
     device, chunks = s.cdf.device, s.chunk_sum.shape[0]
     f = int(force)
+    wp.launch(_bin_weights, dim=chunks, inputs=[t, f, s], device=device)
+    wp.launch(_total_weight, dim=1, inputs=[t, f, s], device=device)
+    wp.launch(_motion_factors, dim=s.motion_factor.shape[0], inputs=[t, f, s], device=device)
     wp.launch(_scan_chunks, dim=chunks, inputs=[t, f, s], device=device)
     wp.launch(_chunk_offsets, dim=1, inputs=[t, f, s], device=device)
     wp.launch(_finish_chunks, dim=chunks, inputs=[t, f, s], device=device)
