@@ -250,7 +250,10 @@ def run(cfg_node) -> None:
     from simppo.utils.device import enable_tf32, fabric_for, init_warp, resolve_device
     from simppo.utils.logger import NullLogger, make_logger
 
-    cfg: TrainCfg = OmegaConf.to_object(cfg_node)
+    try:
+        cfg: TrainCfg = OmegaConf.to_object(cfg_node)  # runs every config dataclass's own checks
+    except ValueError as exc:
+        fail(str(exc))
     if not cfg.robot.source:
         cfg.robot.source = robot_source(cfg)
     try:

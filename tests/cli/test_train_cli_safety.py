@@ -133,6 +133,15 @@ def test_a_run_is_resumed_only_with_its_action_map(tmp_path):
     check_same_action_map(saved, TrainCfg(env=HumanoidImitationEnvCfg()))
 
 
+@pytest.mark.parametrize("override, what", [
+    ("env.sampling.motion_floor=2", "env.sampling.motion_floor=2.0: must be in [0, 1]"),
+    ("agent.lr_schedule=bogus", "agent.lr_schedule: unknown schedule 'bogus'"),
+])
+def test_a_config_class_refusing_a_value_is_one_line(tmp_path, override, what):
+    assert one_line_error(train(tmp_path / "R", "env=humanoid_imitation", override)).startswith(what)
+    assert not (tmp_path / "R").exists()
+
+
 def test_wrong_types_and_unknown_keys_are_one_line(tmp_path):
     msg = one_line_error(train(tmp_path / "R", "num_envs=abc"))
     assert msg.startswith("num_envs=abc: Value 'abc' of type 'str' could not be converted to Integer"), msg
