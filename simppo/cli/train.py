@@ -252,11 +252,8 @@ def run(cfg_node) -> None:
 
     try:
         cfg: TrainCfg = OmegaConf.to_object(cfg_node)  # runs every config dataclass's own checks
-    except ValueError as exc:
-        fail(str(exc))
-    if not cfg.robot.source:
-        cfg.robot.source = robot_source(cfg)
-    try:
+        if not cfg.robot.source:
+            cfg.robot.source = robot_source(cfg)
         check_values(cfg)
         check_launch(cfg)
         device = resolve_device(cfg.device)

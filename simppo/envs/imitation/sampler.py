@@ -171,18 +171,20 @@ class AdaptiveSampler:
             return self.uniform_probs
         smoothed = (self.kernel[:, None] * self.ema()[self.ahead.long()]).sum(0)
         p = (smoothed + self.cfg.uniform_ratio * self.uniform_probs).double()
-        m = self.bin_motion.long()
-        own = torch.zeros(self.motion_weights.shape[0], dtype=torch.float64, device=p.device).index_add_(0, m, p)
+        own = self._per_motion(p)
         floor = self.cfg.motion_floor
         balanced = torch.where(own > 0, floor * self.motion_weights.double() / own.clamp_min(1e-300), 0.0)
-        p = p * ((1.0 - floor) / p.sum() + balanced[m])
+        p = p * ((1.0 - floor) / p.sum() + balanced[self.bin_motion.long()])
         return (p / p.sum()).float()
+
+    def _per_motion(self, per_bin: torch.Tensor) -> torch.Tensor:
+        """Sum of ``per_bin [num_bins]`` over each motion's bins ``[num_motions]``."""
+        out = torch.zeros(self.motion_weights.shape[0], dtype=per_bin.dtype, device=per_bin.device)
+        return out.index_add_(0, self.bin_motion.long(), per_bin)
 
     def motion_shares(self) -> torch.Tensor:
         """Each motion's share of the starts ``[num_motions]`` under :meth:`probabilities`."""
-        p = self.probabilities()
-        return torch.zeros(self.motion_weights.shape[0], dtype=p.dtype, device=p.device).index_add_(
-            0, self.bin_motion.long(), p)
+        return self._per_motion(self.probabilities())
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """Device scalars: entropy of the bin distribution normalised by log(num_bins) (1 = uniform over
