@@ -17,7 +17,8 @@ samples/s of this machine (named in the first line), and PPO's own health since 
 rollout policy, clip fraction, explained variance, the actor's learning rate, σ). ``DIR/samples_<N>.ckpt`` is the
 checkpoint at that point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's
 config). The evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run
-stopped at any of its sample counts.
+stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues a run from one of them exactly
+(same command, larger ``--samples``; rows up to ``N`` are not repeated, samples/s counts the continued part).
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--eval-envs", type=int, default=16, help="motions played at a time")
     p.add_argument("--out", default=None, help="output folder (default: a new temporary folder)")
+    p.add_argument("--resume", default=None, help="a samples_<N>.ckpt of this run to continue from")
     args = p.parse_args(argv)
     milestones = sorted(int(float(s)) for s in args.samples.split(","))
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="simppo_learning_"))
@@ -103,10 +105,12 @@ def main() -> None:
     eval_env = build_eval_env(cfg, max(1, min(args.eval_envs, num_motions)), args.device)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # simppo-eval reads it
     runner = agent.loop(out, max_epochs=10 ** 9)
+    if args.resume:
+        runner.resume(args.resume)  # weights, optimizers, normalizers, counters, random streams and the env
     train_metrics: dict[str, float] = {}
     curve = out / "curve.jsonl"
-    train_s, t_wall = 0.0, time.perf_counter()
-    for target in milestones:
+    train_s, t_wall, first_step = 0.0, time.perf_counter(), runner.step_count
+    for target in (m for m in milestones if m > first_step):
         update_sums, iterations = dict.fromkeys(UPDATE_KEYS, 0.0), 0
         while runner.step_count < target:
             t0 = time.perf_counter()
@@ -121,7 +125,7 @@ def main() -> None:
         tracked = [r.mpjpe_local_mm for r in results if r.success]
         start_share = env.sampler.motion_shares().tolist()
         row = {"samples": runner.step_count, "iterations": runner.epoch,
-               "train_samples_per_s": runner.step_count / train_s,
+               "train_samples_per_s": (runner.step_count - first_step) / train_s,
                "success_rate": s["success_rate"], "survival_fraction": s["survival_fraction"],
                "mpjpe_global_mm": s["mpjpe_global_mm"], "mpjpe_local_mm": s["mpjpe_local_mm"],
                "mpjpe_local_mm_tracked": sum(tracked) / len(tracked) if tracked else None,

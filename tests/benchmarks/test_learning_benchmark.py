@@ -40,3 +40,23 @@ def test_curve_rows_and_checkpoints(tmp_path):
     for name, m in rows[-1]["motions"].items():
         assert evaluated[name]["success"] == m["success"]
         assert abs(evaluated[name]["mpjpe_global_mm"] - m["mpjpe_global_mm"]) < 0.1
+
+
+def test_resume_continues_the_run_exactly(tmp_path):
+    """A run stopped at 100 samples and continued with ``--resume`` gives the row of the run that never stopped."""
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+
+    def bench(out: Path, samples: str, *extra: str) -> list[dict]:
+        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learning.py"), str(MOTIONS_DIR / "squat.csv"),
+                               "--samples", samples, "--num-envs", "8", "--out", str(out), *extra,
+                               "--", "agent.num_steps=8"], capture_output=True, text=True, timeout=900, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
+
+    whole = bench(tmp_path / "whole", "100,200")
+    bench(tmp_path / "parts", "100")
+    parts = bench(tmp_path / "parts", "100,200", "--resume", str(tmp_path / "parts" / "samples_100.ckpt"))
+    assert [r["samples"] for r in parts] == [128, 256]  # the first row is not repeated
+    keys = ("success_rate", "survival_fraction", "mpjpe_global_mm", "mpjpe_local_mm", "sigma_mean", "motions")
+    assert {k: parts[-1][k] for k in keys} == {k: whole[-1][k] for k in keys}
+    assert parts[-1]["update"] == whole[-1]["update"]

@@ -173,8 +173,8 @@ def observation_noise_bounds(clean_actor: torch.Tensor, scales: torch.Tensor, un
 
 # ------------------------------------------------------------------ rewards
 def tracking_rewards(rs: dict, ref: dict, actions: torch.Tensor, prev_actions: torch.Tensor,
-                     undesired: torch.Tensor, self_contacts: torch.Tensor, tracked: list[int], anchor_id: int,
-                     qpos_start: int,
+                     undesired: torch.Tensor, self_contacts: torch.Tensor, tracked: list[int], feet: list[int],
+                     anchor_id: int, qpos_start: int,
                      soft_lo: torch.Tensor, soft_hi: torch.Tensor, sigmas: dict[str, float],
                      weights: dict[str, float]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """(unweighted terms ``[N]`` by reward-term name, weighted total ``[N]``), BeyondMimic style.
@@ -192,7 +192,12 @@ def tracking_rewards(rs: dict, ref: dict, actions: torch.Tensor, prev_actions: t
     rb = [t - 1 for t in tracked]
     d_exp = delta[:, None].expand(n, nt, 4)
     base = torch.stack([rob_a_pos[:, 0], rob_a_pos[:, 1], ref_a_pos[:, 2]], dim=-1)
-    tgt_pos = base[:, None] + q_rotate(d_exp, ref["body_pos_w"][:, 0, rb] - ref_a_pos[:, None])
+
+    def target_pos(bodies: list[int]) -> torch.Tensor:
+        d = delta[:, None].expand(n, len(bodies), 4)
+        return base[:, None] + q_rotate(d, ref["body_pos_w"][:, 0, [b - 1 for b in bodies]] - ref_a_pos[:, None])
+
+    tgt_pos = target_pos(tracked)
     tgt_quat = q_mul(d_exp, ref["body_quat_w"][:, 0, rb])
 
     errors = {
@@ -200,6 +205,7 @@ def tracking_rewards(rs: dict, ref: dict, actions: torch.Tensor, prev_actions: t
         "anchor_ori": q_error_angle(ref_a_quat, rob_a_quat) ** 2,
         "body_pos": ((tgt_pos - xpos[:, tracked]) ** 2).sum(-1).mean(-1),
         "body_ori": (q_error_angle(tgt_quat, xquat[:, tracked]) ** 2).mean(-1),
+        "feet_pos": ((target_pos(feet) - xpos[:, feet]) ** 2).sum(-1).mean(-1),
         "body_lin_vel": ((ref["body_lin_vel_w"][:, 0, rb] - rs["lin_vel"][:, tracked]) ** 2).sum(-1).mean(-1),
         "body_ang_vel": ((ref["body_ang_vel_w"][:, 0, rb] - rs["ang_vel"][:, tracked]) ** 2).sum(-1).mean(-1),
     }

@@ -195,7 +195,8 @@ def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
     sigmas = {k: float(getattr(env.cfg.sigmas, k)) for k in TRACKING_NAMES}
     weights = {k: float(getattr(env.cfg.rewards, k)) for k in REWARD_TERMS}
     by_name, total = R.tracking_rewards(rs, ref, env.actions, env.prev_actions, env.undesired_contacts,
-                                        env.sim.self_contacts, tracked, env.anchor_id, env.joint_qpos_start,
+                                        env.sim.self_contacts, tracked, env.sim.robot.feet_body_ids.tolist(),
+                                        env.anchor_id, env.joint_qpos_start,
                                         _const(env, "soft_lo"),
                                         _const(env, "soft_hi"), sigmas, weights)
     terms = torch.stack([by_name[k] for k in REWARD_TERMS], dim=1)  # spec order

@@ -207,6 +207,7 @@ class HumanoidImitationEnv(VecEnv):
         p.default_joint_pos, p.action_scale = f32(r.default_joint_pos), f32(r.action_scale)
         p.soft_joint_lo, p.soft_joint_hi = f32(mid - half), f32(mid + half)
         p.tracked_ids, p.ee_ids = i32(r.tracked_body_ids), i32(r.end_effector_ids)
+        p.feet_ids = i32(r.feet_body_ids)
         p.weights, p.sigmas = f32(spec.reward_weights(cfg.rewards)), f32(spec.reward_sigmas(cfg.sigmas))
         p.term_kind = i32([int(t.kind == spec.TRACKING) for t in spec.REWARD_TERMS])
         p.motion_lengths = warp_view(self.motion_lib.motion_lengths)

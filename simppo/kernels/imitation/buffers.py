@@ -11,7 +11,7 @@ from simppo.kernels.motion_interp import MotionStateWp as RefState  # noqa: F401
 @wp.struct
 class ImitationParams:
     """Constants. Per joint ``[A]``: ``default_joint_pos`` (nominal), ``action_scale``, ``soft_joint_lo/hi``;
-    ``tracked_ids [Nt]`` / ``ee_ids [E]`` MuJoCo body ids; per reward term ``[T]`` (spec order):
+    ``tracked_ids [Nt]`` / ``ee_ids [E]`` / ``feet_ids [Ft]`` MuJoCo body ids; per reward term ``[T]`` (spec order):
     ``weights``, ``sigmas``, ``term_kind`` (1 = tracking exp(-err/σ²), 0 = penalty);
     ``motion_lengths [M]`` seconds. Observation layout (``spec.obs_columns``): ``obs_col [K]`` start column
     of each once-per-row term of ``spec.ONCE_TERM_NAMES`` and ``future_col [F, KF]`` of each future term of
@@ -24,6 +24,7 @@ class ImitationParams:
     soft_joint_hi: wp.array(dtype=wp.float32)
     tracked_ids: wp.array(dtype=wp.int32)
     ee_ids: wp.array(dtype=wp.int32)
+    feet_ids: wp.array(dtype=wp.int32)
     weights: wp.array(dtype=wp.float32)
     sigmas: wp.array(dtype=wp.float32)
     term_kind: wp.array(dtype=wp.int32)

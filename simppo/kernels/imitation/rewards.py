@@ -63,15 +63,30 @@ def anchor_ori(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationB
 
 
 @wp.func
-def body_pos(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int) -> float:
+def _mean_position_error(sim: SimState, ref: RefState, p: ImitationParams, env: int,
+                         ids: wp.array(dtype=wp.int32)) -> float:
+    """Mean over bodies ``ids`` of ``|target - robot|²``, the reference aligned as in :func:`_target_pos`
+    (0 for an empty set)."""
+    n = ids.shape[0]
+    if n == 0:
+        return 0.0
     delta = _anchor_delta(sim, ref, p, env)
     e = float(0.0)
-    nt = p.tracked_ids.shape[0]
-    for k in range(nt):
-        bid = p.tracked_ids[k]
+    for k in range(n):
+        bid = ids[k]
         d = wp.length(_target_pos(sim, ref, p, env, delta, bid) - sim.xpos[env, bid])
         e += d * d
-    return e * (1.0 / float(nt))
+    return e * (1.0 / float(n))
+
+
+@wp.func
+def body_pos(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int) -> float:
+    return _mean_position_error(sim, ref, p, env, p.tracked_ids)
+
+
+@wp.func
+def feet_pos(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int) -> float:
+    return _mean_position_error(sim, ref, p, env, p.feet_ids)
 
 
 @wp.func
@@ -125,8 +140,8 @@ def self_collisions(sim: SimState, ref: RefState, p: ImitationParams, buf: Imita
 
 
 #: The Warp function of each declared term, by name (the kernel calls them in ``spec.REWARD_TERMS`` order).
-TERM_FUNCTIONS = {f.key: f for f in (anchor_pos, anchor_ori, body_pos, body_ori, body_lin_vel, body_ang_vel,
-                                     action_rate, joint_limit, undesired_contacts, self_collisions)}
+TERM_FUNCTIONS = {f.key: f for f in (anchor_pos, anchor_ori, body_pos, body_ori, feet_pos, body_lin_vel,
+                                     body_ang_vel, action_rate, joint_limit, undesired_contacts, self_collisions)}
 @wp.func
 def _write_errors(sim: SimState, ref: RefState, p: ImitationParams, buf: ImitationBuffers, env: int):
     """The logged tracking errors (m / rad): anchor distance and angle, mean tracked-body distance and angle
@@ -170,8 +185,8 @@ def reward_kernel(terms=REWARD_TERMS, functions: dict | None = None):
         its sums unchanged (no NaN leaks).
 
         # Data in: sim.xpos, sim.xquat, sim.body_lin_vel_w, sim.body_ang_vel_w, sim.qpos, sim.penalized_contacts,
-        #   sim.self_contacts, sim.unstable; ref (slot 0); buf.actions, buf.prev_actions; p (ids, soft joint
-        #   limits, weights, sigmas, term kinds)
+        #   sim.self_contacts, sim.unstable; ref (slot 0); buf.actions, buf.prev_actions; p (tracked and feet ids,
+        #   soft joint limits, weights, sigmas, term kinds)
         # Data out: buf.reward_raw, buf.reward_terms [N, T], buf.reward [N], buf.episode_sums [N, T + 1] (added
         #   to; last column: total), buf.errors [N, E]
         """

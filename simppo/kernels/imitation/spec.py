@@ -145,6 +145,9 @@ REWARD_TERMS = (
     RewardTerm("anchor_ori", TRACKING, weight=0.5, sigma=0.4),
     RewardTerm("body_pos", TRACKING, weight=1.0, sigma=0.3),
     RewardTerm("body_ori", TRACKING, weight=1.0, sigma=0.4),
+    # the feet alone (robot.feet), aligned as body_pos: a swing foot left on the floor moves body_pos's mean over
+    # every tracked body little, so stepping needs its own, sharper term
+    RewardTerm("feet_pos", TRACKING, weight=0.0, sigma=0.1),
     RewardTerm("body_lin_vel", TRACKING, weight=1.0, sigma=1.0),
     RewardTerm("body_ang_vel", TRACKING, weight=1.0, sigma=3.14),
     RewardTerm("action_rate", PENALTY, weight=-0.1),
