@@ -12,14 +12,22 @@ from simppo.paths import MOTIONS_DIR
 ROOT = Path(__file__).resolve().parents[2]
 
 
+ENV = {**os.environ, "WANDB_MODE": "disabled"}
+
+
+def bench(out: Path, motions: list[str], samples: str, *extra: str) -> list[dict]:
+    """Run the benchmark on shipped ``motions`` (8 envs, 8 steps an iteration); the rows of ``out/curve.jsonl``."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learning.py"),
+                           *(str(MOTIONS_DIR / m) for m in motions), "--samples", samples, "--num-envs", "8",
+                           "--out", str(out), *extra, "--", "agent.num_steps=8"],
+                          capture_output=True, text=True, timeout=900, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
+
+
 def test_curve_rows_and_checkpoints(tmp_path):
     out = tmp_path / "bench"
-    env = {**os.environ, "WANDB_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learning.py"), str(MOTIONS_DIR / "squat.csv"),
-                           str(MOTIONS_DIR / "walk.csv"), "--samples", "300,100", "--num-envs", "8", "--out", str(out),
-                           "--", "agent.num_steps=8"], capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
+    rows = bench(out, ["squat.csv", "walk.csv"], "300,100")
     assert [r["iterations"] for r in rows] == [2, 5]  # 64 samples an iteration: first past 100, then past 300
     assert [r["samples"] for r in rows] == [128, 320]
     for r in rows:
@@ -34,7 +42,7 @@ def test_curve_rows_and_checkpoints(tmp_path):
         assert u["actor/kl"] >= 0 and 0 <= u["actor/clip_frac"] <= 1 and u["actor/lr"] > 0 and r["sigma_mean"] > 0
     assert {p.name for p in out.glob("samples_*.ckpt")} == {"samples_100.ckpt", "samples_300.ckpt"}
     played = subprocess.run([str(Path(sys.executable).parent / "simppo-eval"), f"checkpoint={out / 'samples_300.ckpt'}",
-                             f"out={tmp_path / 'eval'}"], capture_output=True, text=True, timeout=600, env=env)
+                             f"out={tmp_path / 'eval'}"], capture_output=True, text=True, timeout=600, env=ENV)
     assert played.returncode == 0, played.stderr[-3000:]
     evaluated = {m["name"]: m for m in json.loads((tmp_path / "eval" / "eval.json").read_text())["motions"]}
     for name, m in rows[-1]["motions"].items():
@@ -44,18 +52,10 @@ def test_curve_rows_and_checkpoints(tmp_path):
 
 def test_resume_continues_the_run_exactly(tmp_path):
     """A run stopped at 100 samples and continued with ``--resume`` gives the row of the run that never stopped."""
-    env = {**os.environ, "WANDB_MODE": "disabled"}
-
-    def bench(out: Path, samples: str, *extra: str) -> list[dict]:
-        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learning.py"), str(MOTIONS_DIR / "squat.csv"),
-                               "--samples", samples, "--num-envs", "8", "--out", str(out), *extra,
-                               "--", "agent.num_steps=8"], capture_output=True, text=True, timeout=900, env=env)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
-
-    whole = bench(tmp_path / "whole", "100,200")
-    bench(tmp_path / "parts", "100")
-    parts = bench(tmp_path / "parts", "100,200", "--resume", str(tmp_path / "parts" / "samples_100.ckpt"))
+    whole = bench(tmp_path / "whole", ["squat.csv"], "100,200")
+    stopped = tmp_path / "parts"
+    bench(stopped, ["squat.csv"], "100")
+    parts = bench(stopped, ["squat.csv"], "100,200", "--resume", str(stopped / "samples_100.ckpt"))
     assert [r["samples"] for r in parts] == [128, 256]  # the first row is not repeated
     keys = ("success_rate", "survival_fraction", "mpjpe_global_mm", "mpjpe_local_mm", "sigma_mean", "motions")
     assert {k: parts[-1][k] for k in keys} == {k: whole[-1][k] for k in keys}
