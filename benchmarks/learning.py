@@ -7,7 +7,7 @@ sample counts play every motion from t = 0 with ``simppo-eval``'s evaluator.
 ``MOTIONS``: packs, motion files or YAML manifests (as ``simppo-pack`` takes them; not packs are packed into
 ``DIR/pack`` first), e.g. real clips you hold by path (never committed). Everything after ``--`` is passed to the
 training config as ``simppo-train`` overrides: that is how an ablation differs from the shipped defaults, e.g.
-``-- env.action_map=default``.
+``-- env.action_reference=0`` (the default-pose action map).
 
 At each sample count (the first iteration that reaches it) the run prints and appends to ``DIR/curve.jsonl``: the
 success rate (ProtoMotions' rule: no termination and a mean global body error under 0.5 m at every step), the
@@ -69,6 +69,34 @@ def motion_pack(inputs: list[str], out: Path) -> str:
 UPDATE_KEYS = ("actor/kl", "actor/clip_frac", "explained_variance", "actor/lr")
 
 
+def _flat(tree, prefix: str = "") -> dict:
+    """``{"a.b": value}`` for every leaf of a nested dict."""
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def resume_problem(checkpoint: Path, cfg) -> str | None:
+    """What differs between the config of the run that wrote ``checkpoint`` (its folder's ``config.yaml``) and
+    ``cfg`` (one line naming the file and the keys), or ``None``: a continued run must train what the first part
+    trained, or its curve mixes two configs."""
+    saved_path = checkpoint.parent / "config.yaml"
+    if not saved_path.is_file():
+        return f"{saved_path}: missing; --resume needs the config of the run that wrote {checkpoint.name}"
+    saved = _flat(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True))
+    now = _flat(OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True))
+    diff = sorted(k for k in saved.keys() | now.keys() if saved.get(k, "<unset>") != now.get(k, "<unset>"))
+    if not diff:
+        return None
+    shown = ", ".join(f"{k}={saved.get(k, '<unset>')} (now {now.get(k, '<unset>')})" for k in diff[:4])
+    more = f" and {len(diff) - 4} more" if len(diff) > 4 else ""
+    return f"{saved_path}: the run was trained with {shown}{more}; pass the same overrides to continue it"
+
+
 def build(overrides: list[str], device: str):
     return build_training([*overrides, "logger=none", "progress_bar=false", "eval_every=0",
                            "experiment_name=learning"], device)
@@ -101,6 +129,8 @@ def main() -> None:
     print(f"machine: {machine_name()}; overrides: {overrides}; out: {out}", flush=True)
 
     cfg, env, agent = build(overrides, args.device)
+    if args.resume and (problem := resume_problem(Path(args.resume), cfg)):
+        sys.exit(f"learning.py: {problem}")
     num_motions = env.motion_lib.num_motions
     eval_env = build_eval_env(cfg, max(1, min(args.eval_envs, num_motions)), args.device)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # simppo-eval reads it

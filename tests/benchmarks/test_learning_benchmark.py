@@ -15,14 +15,23 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "WANDB_MODE": "disabled"}
 
 
-def bench(out: Path, motions: list[str], samples: str, *extra: str) -> list[dict]:
-    """Run the benchmark on shipped ``motions`` (8 envs, 8 steps an iteration); the rows of ``out/curve.jsonl``."""
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learning.py"),
+def run_bench(out: Path, motions: list[str], samples: str, *extra: str, overrides: tuple[str, ...] = ()):
+    """Run the benchmark on shipped ``motions`` (8 envs, 8 steps an iteration, then ``overrides``)."""
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learning.py"),
                            *(str(MOTIONS_DIR / m) for m in motions), "--samples", samples, "--num-envs", "8",
-                           "--out", str(out), *extra, "--", "agent.num_steps=8"],
+                           "--out", str(out), *extra, "--", "agent.num_steps=8", *overrides],
                           capture_output=True, text=True, timeout=900, env=ENV)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def curve(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
+
+
+def bench(out: Path, motions: list[str], samples: str, *extra: str) -> list[dict]:
+    """:func:`run_bench`, which must succeed; the rows of ``out/curve.jsonl``."""
+    proc = run_bench(out, motions, samples, *extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return curve(out)
 
 
 def test_curve_rows_and_checkpoints(tmp_path):
@@ -60,3 +69,18 @@ def test_resume_continues_the_run_exactly(tmp_path):
     keys = ("success_rate", "survival_fraction", "mpjpe_global_mm", "mpjpe_local_mm", "sigma_mean", "motions")
     assert {k: parts[-1][k] for k in keys} == {k: whole[-1][k] for k in keys}
     assert parts[-1]["update"] == whole[-1]["update"]
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    """Continuing a run with other overrides would mix two configs in one curve: one line naming the run's
+    config.yaml and the key, and nothing written."""
+    out = tmp_path / "run"
+    bench(out, ["squat.csv"], "100")
+    before = (out / "config.yaml").read_text()
+    proc = run_bench(out, ["squat.csv"], "100,200", "--resume", str(out / "samples_100.ckpt"),
+                     overrides=("agent.actor_lr=0.0003",))
+    assert proc.returncode != 0
+    line = proc.stderr.strip().splitlines()[-1]
+    assert str(out / "config.yaml") in line and "agent.actor_lr=0.0001 (now 0.0003)" in line, line
+    assert len(curve(out)) == 1 and (out / "config.yaml").read_text() == before
+    assert not (out / "samples_200.ckpt").exists()
