@@ -187,3 +187,6 @@ def test_protomotions_clips_are_put_on_the_floor_as_protomotions_loads_them(tmp_
     pack_motions([tmp_path / "sunk.csv"], tmp_path / "all", opts=PackOptions(fix_height="all"))
     assert_same_motion(motions(tmp_path / "all")["sunk"], reference)
     assert not (tmp_path / "csv").exists() and not (tmp_path / "none").exists()
+    mirrored = motions(pack_motions([tmp_path / "sunk.motion"], tmp_path / "mirror",
+                                    opts=PackOptions(mirror=True)).out_dir)  # the mirror image is raised too
+    np.testing.assert_allclose(mirrored["sunk_mirror"]["root_pos"][:, 2], reference["root_pos"][:, 2], atol=1e-5)
