@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from simppo.cli.train import build_training
+from simppo.cli.train import build_training, compose_training
 from simppo.eval.loading import build_eval_env
 from simppo.eval.metrics import summarize
 from simppo.eval.periodic import evaluate_policy
@@ -97,9 +97,8 @@ def resume_problem(checkpoint: Path, cfg) -> str | None:
     return f"{saved_path}: the run was trained with {shown}{more}; pass the same overrides to continue it"
 
 
-def build(overrides: list[str], device: str):
-    return build_training([*overrides, "logger=none", "progress_bar=false", "eval_every=0",
-                           "experiment_name=learning"], device)
+def train_overrides(overrides: list[str]) -> list[str]:
+    return [*overrides, "logger=none", "progress_bar=false", "eval_every=0", "experiment_name=learning"]
 
 
 def evaluate(model, eval_env) -> tuple[dict, list]:
@@ -128,9 +127,10 @@ def main() -> None:
     overrides = [f"motion.files=[{pack}]", f"num_envs={args.num_envs}", f"seed={args.seed}", *overrides]
     print(f"machine: {machine_name()}; overrides: {overrides}; out: {out}", flush=True)
 
-    cfg, env, agent = build(overrides, args.device)
-    if args.resume and (problem := resume_problem(Path(args.resume), cfg)):
-        sys.exit(f"learning.py: {problem}")
+    if args.resume and (problem := resume_problem(Path(args.resume),
+                                                  compose_training(train_overrides(overrides), args.device))):
+        sys.exit(f"learning.py: {problem}")  # before the env and agent are built
+    cfg, env, agent = build_training(train_overrides(overrides), args.device)
     num_motions = env.motion_lib.num_motions
     eval_env = build_eval_env(cfg, max(1, min(args.eval_envs, num_motions)), args.device)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # simppo-eval reads it

@@ -44,15 +44,10 @@ def default_num_envs(device: str) -> int:
     return CPU_DEFAULT_NUM_ENVS if device == "cpu" else GPU_DEFAULT_NUM_ENVS
 
 
-def build_training(overrides: list[str], device: str):
-    """``(cfg, env, agent)`` as ``simppo-train`` builds them, in this process and without a run folder: the ``train``
-    config composed with ``overrides`` and ``device=<device>``, ``num_envs`` resolved per device kind when unset,
-    the torch seed set, the env made and the PPO agent set up (for benchmarks and the slow learning checks)."""
+def compose_training(overrides: list[str], device: str) -> TrainCfg:
+    """The ``train`` config composed with ``overrides`` and ``device=<device>``, ``num_envs`` resolved per device
+    kind when unset; nothing built."""
     from hydra import compose, initialize_config_dir
-
-    from simppo.agent.ppo import PPO
-    from simppo.envs import make_env
-    from simppo.utils.device import fabric_for
 
     register_configs()
     with initialize_config_dir(version_base=None, config_dir=str(CONFIG_DIR)):
@@ -60,6 +55,18 @@ def build_training(overrides: list[str], device: str):
     cfg = OmegaConf.to_object(node)
     if cfg.num_envs is None:
         cfg.num_envs = default_num_envs(device)
+    return cfg
+
+
+def build_training(overrides: list[str], device: str):
+    """``(cfg, env, agent)`` as ``simppo-train`` builds them, in this process and without a run folder: the config
+    of :func:`compose_training`, the torch seed set, the env made and the PPO agent set up (for benchmarks and the
+    slow learning checks)."""
+    from simppo.agent.ppo import PPO
+    from simppo.envs import make_env
+    from simppo.utils.device import fabric_for
+
+    cfg = compose_training(overrides, device)
     torch.manual_seed(cfg.seed)
     env = make_env(cfg.env, cfg.num_envs, device=device, seed=cfg.seed, robot_cfg=cfg.robot, sim_cfg=cfg.sim,
                    motion_cfg=cfg.motion)

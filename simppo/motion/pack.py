@@ -672,8 +672,10 @@ def mirrored_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> Clip
         raise MotionPackError(clip.source, int(clip.rows[r]), 0, f"mirror image: joint {robot.joint_names[j]} = "
                               f"{dof[r, j]:.4f} is outside its range; check the robot's mirror map")
     qpos[:, 7:] = np.clip(dof, robot.joint_lower, robot.joint_upper)
-    return Clip(f"{clip.name}_mirror", clip.fps, qpos, clip.weight, clip.source, clip.rows, clip.quat_order,
-                fix_height=clip.fix_height)  # the mirror image sits on the floor as its clip does
+    # every property of the clip (fps, weight, rows, fix_height, ...) holds for its image; what the reader found in the
+    # file (its notes, its own body positions) and the repairs made to it do not
+    return dataclasses.replace(clip, name=f"{clip.name}_mirror", qpos=qpos, warnings=[], notes=[],
+                               file_body_pos=None)
 
 
 def pack_shard(path: Path, sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions) -> dict:
