@@ -162,7 +162,7 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     the failing state stays readable), no clip-end truncation and no time-out. Physics, observations and rewards
     are unchanged; domain randomization and observation noise are off unless ``randomization``
     (``none`` | ``deploy``) / ``obs_noise`` ask for them (drawn from the run's seed: reproducible)."""
-    from simppo.envs.imitation.config import RANDOMIZATIONS
+    from simppo.envs.imitation.config import RANDOMIZATIONS, TerminationCurriculumCfg
 
     cfg = copy.deepcopy(env_cfg)
     name = randomization or "none"
@@ -173,6 +173,8 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     cfg.terminations.end_causes = ["unstable"]  # the env flags the others (fail_bits); the evaluation reads them
     # the global drift is judged by the evaluation's own rule (max_body_error_m, the same for every run)
     cfg.terminations.body_pos = math.inf
+    # failures are flagged at the run's thresholds, not at a training curriculum's wider ones
+    cfg.terminations.curriculum = TerminationCurriculumCfg()
     cfg.truncate_at_clip_end = False
     cfg.max_episode_length_s = _EVAL_EPISODE_S
     if kinematic_replay is not None:

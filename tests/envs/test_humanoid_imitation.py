@@ -112,3 +112,28 @@ def test_simppo_train_humanoid_cli_end_to_end(tmp_path):
     assert "HumanoidImitationEnv" in out.stdout
     state = torch.load(run_dir / "last.ckpt", weights_only=True)
     assert state["epoch"] == 1 and "sampler" in state["env"]
+
+
+def test_termination_curriculum_tightens_in_the_step_and_resumes(sim_cfg):
+    from simppo.envs.imitation.config import TerminationCurriculumCfg
+    from simppo.eval.loading import eval_env_cfg
+
+    base = HumanoidImitationEnvCfg()
+    curriculum = TerminationCurriculumCfg(start_scale=2.0, survive_s=1e-3, step=0.01)  # every step tightens
+    cfg = replace(base, terminations=replace(base.terminations, curriculum=curriculum))
+    env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    env.reset()
+    assert float(env.termination_scale[0]) == 2.0
+    for _ in range(5):  # the first step eager, the others replayed from the step graph where it can be captured
+        env.step(torch.zeros(4, env.num_actions))
+    want = 2.0 * 0.99 ** 5
+    assert float(env.termination_scale[0]) == pytest.approx(want, rel=1e-5)
+    assert float(env.metrics()["env/termination_scale"]) == pytest.approx(want, rel=1e-5)
+    state = env.state_dict()
+    fresh = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    fresh.load_state_dict(state)
+    assert float(fresh.termination_scale[0]) == pytest.approx(want, rel=1e-5)
+    # without a curriculum the state has no such key (checkpoints of other runs keep their layout) and the
+    # evaluation judges at the run's own thresholds
+    assert "termination_curriculum" not in HumanoidImitationEnv(base, 2, "cpu", sim_cfg=sim_cfg).state_dict()
+    assert not eval_env_cfg(cfg).terminations.curriculum.enabled

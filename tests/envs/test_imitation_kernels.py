@@ -282,6 +282,22 @@ def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
     assert env.term_cause.cpu().tolist() == [0 if c is None else CAUSE_CODE[c] for c in causes]
     assert "body_pos" in causes
 
+    # the termination curriculum's factor widens the three distance thresholds, not the orientation's
+    scale = next(k for k in (1.5, 1.45, 1.55, 1.4) if all(
+        ((errs[key] - k * getattr(drift_cfg, key)).abs() > 1e-4).all()
+        for key in ("anchor_height", "ee_height", "body_pos")))
+    wide_cfg = replace(drift_cfg, anchor_height=scale * drift_cfg.anchor_height,
+                       ee_height=scale * drift_cfg.ee_height, body_pos=scale * drift_cfg.body_pos)
+    env.termination_scale.fill_(scale)
+    try:
+        compute_terminations(env.sim.state, env.ref_wp, env.params, env.buf)
+    finally:
+        env.termination_scale.fill_(1.0)
+    wide_bits = R.fail_bits(errs, env.sim.unstable, clip_end, timeout, wide_cfg)
+    assert env.fail_bits.cpu().tolist() == wide_bits
+    assert wide_bits != R.fail_bits(errs, env.sim.unstable, clip_end, timeout, drift_cfg)  # some flags cleared
+    assert bool(env.terminated[ANCHOR_ORI])  # a fall is not widened
+
 
 def test_reference_state_reset_partial_mask(env):
     randomize(env, 3)

@@ -8,6 +8,7 @@ from simppo.envs.imitation.config import (
     RewardSigmasCfg,
     RewardWeightsCfg,
     TerminationCfg,
+    TerminationCurriculumCfg,
 )
 from simppo.envs.imitation.env import HumanoidImitationEnv
 from simppo.envs.imitation.randomization import Randomizer
@@ -15,4 +16,4 @@ from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
 
 __all__ = ["AdaptiveSampler", "AdaptiveSamplingCfg", "DeployRandomizationCfg", "HumanoidImitationEnv",
            "HumanoidImitationEnvCfg", "RandomizationCfg", "Randomizer", "RewardSigmasCfg", "RewardWeightsCfg",
-           "TerminationCfg"]
+           "TerminationCfg", "TerminationCurriculumCfg"]

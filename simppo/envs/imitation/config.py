@@ -22,6 +22,31 @@ RewardSigmasCfg = _term_config(
 
 
 @dataclass
+class TerminationCurriculumCfg:
+    """A factor on the terminations' distance thresholds (anchor height, end-effector height, body distance) that
+    starts at ``start_scale`` and moves by ``step`` (relative, per control step) towards 1 while an env survives on
+    average ``survive_s`` between two terminations, back up to ``start_scale`` otherwise (ASAP's termination
+    curriculum, driven by the termination rate; :mod:`simppo.kernels.imitation.curriculum`). ``start_scale=1``:
+    off. The evaluation always uses the thresholds as configured."""
+
+    start_scale: float = 1.0
+    survive_s: float = 2.0
+    step: float = 1.0e-3
+    ema: float = 0.01  # weight of a step's termination rate in its running mean
+
+    def __post_init__(self) -> None:
+        if not self.start_scale >= 1.0:
+            raise ValueError(f"env.terminations.curriculum.start_scale={self.start_scale}: must be >= 1 (1: off)")
+        if not (self.survive_s > 0.0 and 0.0 < self.step < 1.0 and 0.0 < self.ema <= 1.0):
+            raise ValueError(f"env.terminations.curriculum: survive_s={self.survive_s} must be > 0, "
+                             f"step={self.step} in (0, 1), ema={self.ema} in (0, 1]")
+
+    @property
+    def enabled(self) -> bool:
+        return self.start_scale > 1.0
+
+
+@dataclass
 class TerminationCfg:
     anchor_height: float = 0.25  # |ref - robot| anchor height (m)
     anchor_ori: float = 0.8  # |ref - robot| z component of gravity in the anchor frame
@@ -31,6 +56,7 @@ class TerminationCfg:
     body_pos: float = float("inf")
     # the causes (spec.END_CAUSES) that end an episode; the env flags every cause in fail_bits either way
     end_causes: list[str] = field(default_factory=lambda: list(END_CAUSES))
+    curriculum: TerminationCurriculumCfg = field(default_factory=TerminationCurriculumCfg)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.kernels.imitation import spec
 from simppo.kernels.imitation.actions import apply_actions
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
+from simppo.kernels.imitation.curriculum import TerminationCurriculum, update_termination_scale
 from simppo.kernels.imitation.episodes import EpisodeBuffers, advance_clock, close_episodes, copy_rows, record_step
 from simppo.kernels.imitation.observations import add_observation_noise, compute_observations
 from simppo.kernels.imitation.resets import reference_state
@@ -123,6 +124,11 @@ class HumanoidImitationEnv(VecEnv):
         self.default_joint_pos = torch.as_tensor(np.asarray(r.default_joint_pos, dtype=np.float32),
                                                  device=device).repeat(n, 1)  # + calibration offsets
         self.action_delay = torch.zeros(n, **i32)
+        # the termination curriculum's state: the factor on the distance thresholds, the termination-rate EMA
+        curriculum = cfg.terminations.curriculum
+        self.termination_scale = torch.full((1,), curriculum.start_scale, **f32)
+        self._termination_rate = torch.zeros(1, **f32)
+        self._termination_count = torch.zeros(1, **f32)
         self.randomizer = Randomizer(cfg.randomization, self.sim, self.default_joint_pos, self.action_delay,
                                      self.anchor_id, seed)
         self.action_history = torch.zeros(n, self.randomizer.history, nj, **f32)
@@ -137,6 +143,7 @@ class HumanoidImitationEnv(VecEnv):
         # --- typed Warp views (bound once; zero-copy)
         self.params = self._build_params()
         self.buf = self._bind_buffers()
+        self.curriculum = self._bind_curriculum() if curriculum.enabled else None
         self.ref_wp = self.motion_lib.warp_state(self.ref)
         self._wp_all = warp_view(self.all_envs, wp.bool)
         self._wp_reset_mask = warp_view(self.reset_mask, wp.bool)
@@ -240,7 +247,17 @@ class HumanoidImitationEnv(VecEnv):
         b.obs = warp_view(self.obs_full)
         b.obs_actor = warp_view(self.obs_actor) if self.cfg.obs_noise else b.obs  # unused without noise
         b.noise_rng = warp_view(self.noise_rng, wp.uint32)
+        b.term_scale = warp_view(self.termination_scale)
         return b
+
+    def _bind_curriculum(self) -> TerminationCurriculum:
+        cfg = self.cfg.terminations.curriculum
+        c = TerminationCurriculum()
+        c.terminated, c.scale = self.buf.terminated, self.buf.term_scale
+        c.count, c.rate_ema = warp_view(self._termination_count), warp_view(self._termination_rate)
+        c.alpha, c.step, c.survive_steps = float(cfg.ema), float(cfg.step), float(cfg.survive_s / self.dt)
+        c.lo, c.hi = 1.0, float(cfg.start_scale)
+        return c
 
     @property
     def obs_slices(self) -> dict[str, slice]:
@@ -274,6 +291,8 @@ class HumanoidImitationEnv(VecEnv):
     def _compute_rewards_and_dones(self) -> None:
         compute_rewards(self.sim.state, self.ref_wp, self.params, self.buf)
         compute_terminations(self.sim.state, self.ref_wp, self.params, self.buf)
+        if self.curriculum is not None:
+            update_termination_scale(self.curriculum)
 
     def _write_reference_into_sim(self) -> None:
         """The reference state of the envs in ``reset_mask`` into the simulator."""
@@ -404,6 +423,8 @@ class HumanoidImitationEnv(VecEnv):
         out = {f"error/{name}": self._error_sum[i] / count for i, name in enumerate(spec.ERROR_NAMES)}
         out.update(self.sampler.metrics())
         out.update(self.sim.metrics())  # env/overflow (MJWarp)
+        if self.curriculum is not None:
+            out["env/termination_scale"] = self.termination_scale[0]
         self._error_sum.zero_()
         self._error_count = 0
         return out
@@ -424,6 +445,8 @@ class HumanoidImitationEnv(VecEnv):
             "action_history": self.action_history.clone(), "default_joint_pos": self.default_joint_pos.clone(),
             "action_delay": self.action_delay.clone(), "noise_rng": self.noise_rng.clone(),
             "randomization": self.randomizer.state_dict(),
+            **({"termination_curriculum": torch.cat([self.termination_scale, self._termination_rate])}
+               if self.curriculum is not None else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -434,6 +457,9 @@ class HumanoidImitationEnv(VecEnv):
                     "action_history", "default_joint_pos", "action_delay", "noise_rng"):
             getattr(self, key).copy_(state[key])
         self.sampler.load_state_dict(state["sampler"])
+        if self.curriculum is not None:
+            self.termination_scale.copy_(state["termination_curriculum"][:1])
+            self._termination_rate.copy_(state["termination_curriculum"][1:])
 
     def close(self) -> None:
         self.sim.close()

@@ -63,7 +63,8 @@ class ImitationBuffers:
     ``qpos_target [N, nq]`` / ``qvel_target [N, nv]`` the reference-state reset targets;
     ``default_joint_pos [N, A]`` each env's default pose (nominal + its calibration offset);
     ``action_history [N, H, A]`` the last ``H`` clipped actions (slot 0 = this step's) and
-    ``action_delay [N]`` the slot each env's actuators follow (``0 <= delay < H``)."""
+    ``action_delay [N]`` the slot each env's actuators follow (``0 <= delay < H``); ``term_scale [1]`` the factor
+    on the terminations' distance thresholds (the termination curriculum's; 1 without it)."""
 
     policy_actions: wp.array2d(dtype=wp.float32)
     actions: wp.array2d(dtype=wp.float32)
@@ -88,3 +89,4 @@ class ImitationBuffers:
     default_joint_pos: wp.array2d(dtype=wp.float32)
     action_history: wp.array3d(dtype=wp.float32)
     action_delay: wp.array(dtype=wp.int32)
+    term_scale: wp.array(dtype=wp.float32)

@@ -23,10 +23,12 @@ def _terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitati
     (difference of the z components of gravity projected into the anchor frames), any end-effector height error
     above its threshold, the mean world-frame distance of all bodies above its threshold (global drift), an
     unstable simulator world, the clip's end (``times >= motion length``, when ``truncate_at_clip_end``),
-    ``episode_length >= max_episode_steps``. Reference at slot 0; motion body ``b`` = MuJoCo body ``b + 1``.
+    ``episode_length >= max_episode_steps``. The three distance thresholds are multiplied by
+    ``buf.term_scale[0]`` (the termination curriculum's factor), the orientation's is not: a fall is a fall.
+    Reference at slot 0; motion body ``b`` = MuJoCo body ``b + 1``.
 
     # Data in: sim.xpos, sim.xquat, sim.unstable; ref.body_pos_w (slot 0, every body), ref.body_quat_w; buf.times,
-    #   buf.motion_ids, buf.episode_length; p.anchor_id, p.ee_ids, the thresholds, p.ending_causes
+    #   buf.motion_ids, buf.episode_length, buf.term_scale; p.anchor_id, p.ee_ids, the thresholds, p.ending_causes
     # Data out: buf.fail_bits (every cause that holds), buf.term_cause (the first, in spec order, of those in
     #   p.ending_causes; 0: none), buf.terminated (a termination cause ends it), buf.truncated (a time-out does)
     """
@@ -35,23 +37,25 @@ def _terminations(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitati
     ref_anchor_pos = ref.body_pos_w[env, 0, a - 1]
     g_ref = quat_rotate_inv(ref.body_quat_w[env, 0, a - 1], GRAVITY_DIR_W)
     g_robot = quat_rotate_inv(sim.xquat[env, a], GRAVITY_DIR_W)
+    scale = buf.term_scale[0]  # the termination curriculum's factor on the distance thresholds (1: as configured)
+    ee_limit = p.ee_height * scale
     ee_failed = bool(False)
     for k in range(p.ee_ids.shape[0]):
         bid = p.ee_ids[k]
-        ee_failed = ee_failed or wp.abs(ref.body_pos_w[env, 0, bid - 1][2] - sim.xpos[env, bid][2]) > p.ee_height
+        ee_failed = ee_failed or wp.abs(ref.body_pos_w[env, 0, bid - 1][2] - sim.xpos[env, bid][2]) > ee_limit
     num_bodies = ref.body_pos_w.shape[2]
     dist_sum = float(0.0)
     if p.body_pos < 1.0e30:  # off (inf) by default: no per-body loop on the hot path then
         for b in range(num_bodies):
             dist_sum += wp.length(ref.body_pos_w[env, 0, b] - sim.xpos[env, b + 1])
     bits = int(0)
-    if wp.abs(ref_anchor_pos[2] - sim.xpos[env, a][2]) > p.anchor_height:
+    if wp.abs(ref_anchor_pos[2] - sim.xpos[env, a][2]) > p.anchor_height * scale:
         bits = bits | (1 << (ANCHOR_HEIGHT - 1))
     if wp.abs(g_ref[2] - g_robot[2]) > p.anchor_ori:
         bits = bits | (1 << (ANCHOR_ORI - 1))
     if ee_failed:
         bits = bits | (1 << (EE_HEIGHT - 1))
-    if dist_sum > p.body_pos * float(num_bodies):
+    if dist_sum > p.body_pos * scale * float(num_bodies):
         bits = bits | (1 << (BODY_POS - 1))
     if sim.unstable[env] != 0:
         bits = bits | (1 << (UNSTABLE - 1))
