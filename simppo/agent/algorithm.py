@@ -22,6 +22,7 @@ from simppo.agent.graphed_update import MinibatchStep, graph_update_available
 from simppo.agent.models import PPOModel
 from simppo.agent.normalizers import RewardNormalizer, sync_running_stats
 from simppo.agent.precision import mlp_autocast
+from simppo.envs.base import Symmetry
 from simppo.kernels.gae import bind_gae, compute_gae
 
 
@@ -39,8 +40,14 @@ class PPOAlgorithm:
 
     def __init__(self, fabric, config: PPOAgentConfig, obs_dims: dict[str, int], num_actions: int, num_envs: int,
                  precision: str = "fp32", num_rows: int | None = None, motion_rows: torch.Tensor | None = None,
-                 modules: tuple[nn.Module | None, nn.Module | None] = (None, None)):
+                 modules: tuple[nn.Module | None, nn.Module | None] = (None, None), symmetry: Symmetry | None = None):
         self.fabric, self.config, self.precision = fabric, config, precision
+        if config.symmetry_coef > 0 and symmetry is None:
+            raise ValueError(f"agent.symmetry_coef={config.symmetry_coef} needs the env's left-right mirror "
+                             "(env.symmetry(); a robot config with mirror_pairs), and there is none")
+        self.symmetry = None if symmetry is None else Symmetry(*(t.to(fabric.device) for t in (
+            symmetry.obs_index, symmetry.obs_sign, symmetry.critic_index, symmetry.critic_sign,
+            symmetry.action_index, symmetry.action_sign)))
         self.given_modules = modules
         self.device = fabric.device
         self.world_size = D.world_size(fabric)
@@ -322,15 +329,24 @@ class PPOAlgorithm:
         return loss, {"critic/loss": loss.detach(), "critic/grad_norm": grad_norm}
 
     def calculate_extra_actor_loss(self, batch_td: dict[str, torch.Tensor]):
-        """L2C2 smoothness (``lambda_l2c2`` > 0): policy-mean change under observation noise."""
+        """L2C2 smoothness (``lambda_l2c2`` > 0): policy-mean change under observation noise; mirror symmetry
+        (``symmetry_coef`` > 0): the policy mean on the mirrored observation against the mirror image of the
+        policy mean (that target held fixed, as rsl_rl's mirror loss)."""
         c = self.config
-        if c.lambda_l2c2 <= 0.0:
-            return self._zero, {}
-        obs = batch_td["obs"]
-        with self.mlp_autocast():
-            noisy_mean, _ = self.actor(obs + c.l2c2_obs_noise * torch.randn_like(obs), batch_td.get("rows"))
-        l2c2 = L.l2c2_loss(batch_td["mean_action"], noisy_mean.float()).mean()
-        return c.lambda_l2c2 * l2c2, {"actor/l2c2": l2c2.detach()}
+        loss, logs, obs = self._zero, {}, batch_td["obs"]
+        if c.lambda_l2c2 > 0.0:
+            with self.mlp_autocast():
+                noisy_mean, _ = self.actor(obs + c.l2c2_obs_noise * torch.randn_like(obs), batch_td.get("rows"))
+            l2c2 = L.l2c2_loss(batch_td["mean_action"], noisy_mean.float()).mean()
+            loss, logs["actor/l2c2"] = loss + c.lambda_l2c2 * l2c2, l2c2.detach()
+        if c.symmetry_coef > 0.0:
+            s = self.symmetry
+            with self.mlp_autocast():
+                mirrored_mean, _ = self.actor(Symmetry.apply(obs, s.obs_index, s.obs_sign), batch_td.get("rows"))
+            target = Symmetry.apply(batch_td["mean_action"].detach(), s.action_index, s.action_sign)
+            symmetry = L.symmetry_loss(mirrored_mean.float(), target).mean()
+            loss, logs["actor/symmetry"] = loss + c.symmetry_coef * symmetry, symmetry.detach()
+        return loss, logs
 
     def adapt_actor_lr(self, kl: torch.Tensor) -> None:
         """KL-adaptive schedule on the device: ÷1.5 above 2x ``desired_kl``, x1.5 below half, clamped."""

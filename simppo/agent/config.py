@@ -49,6 +49,9 @@ class PPOAgentConfig:
     bounds_limit: float = 1.0
     lambda_l2c2: float = 0.0
     l2c2_obs_noise: float = 0.05
+    # mirror-symmetry loss (rsl_rl's mirror loss): coef x mean squared distance between the policy mean on the
+    # mirrored observation and the mirror image of the policy mean (env.symmetry(): the robot's left-right map)
+    symmetry_coef: float = 0.0
     max_grad_norm: float = 1.0
     # 1e-4: at 3e-4 a tracking iteration clipped ~45 % of its samples and σ grew; at 1e-4 the clip fraction is
     # 0.2-0.3, σ holds, and the real clips track as often with less error (docs/learning.md)
@@ -99,6 +102,8 @@ class PPOAgentConfig:
     def __post_init__(self) -> None:
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"agent.lr_schedule: unknown schedule {self.lr_schedule!r}; choose one of {LR_SCHEDULES}")
+        if not self.symmetry_coef >= 0:
+            raise ValueError(f"agent.symmetry_coef must be >= 0, got {self.symmetry_coef}")
         if not self.log_std_lr_scale > 0:
             raise ValueError(f"agent.log_std_lr_scale must be > 0, got {self.log_std_lr_scale}")
         if self.update_precision not in UPDATE_PRECISIONS:

@@ -70,6 +70,12 @@ def l2c2_loss(mean_clean: torch.Tensor, mean_noisy: torch.Tensor) -> torch.Tenso
     return (mean_noisy - mean_clean).square().sum(-1)
 
 
+def symmetry_loss(mirrored_mean: torch.Tensor, mirrored_target: torch.Tensor) -> torch.Tensor:
+    """Mirror symmetry: mean squared distance ``[B]`` between the policy mean on mirrored observations and the
+    mirror image of the policy mean (rsl_rl's mirror loss, per sample)."""
+    return (mirrored_mean - mirrored_target).square().mean(-1)
+
+
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
     """``1 - Var[returns - values] / Var[returns]`` as a 0-dim tensor (no host sync)."""
     var_y = returns.var()

@@ -19,8 +19,29 @@ Returned tensors are preallocated buffers reused on every step; copy them to kee
 """
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import torch
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """An env's left-right mirror as signed permutations: the mirror image of a row ``x [B, D]`` is
+    ``x[:, index] * sign``. ``obs_*`` over the actor's observation ``[obs_dim]``, ``critic_*`` over the
+    critic's ``[critic_obs_dim]``, ``action_*`` over the actions ``[num_actions]`` (long / float32 tensors on
+    the env's device). Applying one twice gives the row back."""
+
+    obs_index: torch.Tensor
+    obs_sign: torch.Tensor
+    critic_index: torch.Tensor
+    critic_sign: torch.Tensor
+    action_index: torch.Tensor
+    action_sign: torch.Tensor
+
+    @staticmethod
+    def apply(x: torch.Tensor, index: torch.Tensor, sign: torch.Tensor) -> torch.Tensor:
+        """``x [B, D]`` mirrored: ``x[:, index] * sign``."""
+        return x.index_select(-1, index) * sign
 
 
 class VecEnv(ABC):
@@ -47,6 +68,10 @@ class VecEnv(ABC):
 
     @abstractmethod
     def load_state_dict(self, state: dict) -> None: ...
+
+    def symmetry(self) -> Symmetry | None:
+        """The env's left-right mirror (``agent.symmetry_coef``), or ``None`` where it has none."""
+        return None
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """Env-specific device scalars to log, accumulated since the last call (read once per iteration)."""

@@ -92,7 +92,8 @@ def test_env_step_and_ppo_update_make_no_host_sync(monkeypatch, sim_cfg):
 
     torch.manual_seed(0)
     env = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=4, device="cpu", sim_cfg=sim_cfg)
-    agent = PPO(Fabric(accelerator="cpu", devices=1), env, small_agent_cfg(num_steps=4, lambda_l2c2=0.1))
+    agent = PPO(Fabric(accelerator="cpu", devices=1), env, small_agent_cfg(num_steps=4, lambda_l2c2=0.1,
+                                                                              symmetry_coef=0.1))
     agent.setup()
     counts = count_agent_syncs(agent, monkeypatch)
     assert counts.keys() == {"rollout", "update"}, counts

@@ -22,7 +22,8 @@ TRACKING, PENALTY = "tracking", "penalty"
 @dataclass(frozen=True)
 class ObsTerm:
     """``width = const + per_joint * A + per_tracked * Nt``; ``group``: actor (both see it) or critic only;
-    ``noise``: half-width of the uniform noise added to the actor's view of each column (``env.obs_noise``)."""
+    ``noise``: half-width of the uniform noise added to the actor's view of each column (``env.obs_noise``);
+    ``mirror``: its kind under the left-right mirror (:func:`mirror_columns`)."""
 
     name: str
     const: int = 0
@@ -30,9 +31,19 @@ class ObsTerm:
     per_tracked: int = 0
     group: str = ACTOR
     noise: float = 0.0
+    mirror: str = ""  # how the left-right mirror image changes it (:data:`MIRROR_SIGNS`, or JOINT)
 
     def width(self, num_joints: int, num_tracked: int) -> int:
         return self.const + self.per_joint * num_joints + self.per_tracked * num_tracked
+
+
+# Left-right mirror kinds (reflection in the sagittal plane, M = diag(1, -1, 1), with left and right swapped).
+# Every observation is in a frame with a forward and an up axis (the root's, its heading's or the reference's), so
+# the mirror image of a row is a signed permutation of its columns: a vector v -> M v, an axial vector (angular
+# velocity) w -> -M w, a rotation R -> M R M (6D: the first two columns, row-major), one entry per joint -> its
+# partner's, times the robot's mirror sign; per tracked body, the block of its mirror partner.
+VEC, AXIAL, ROT6D, JOINT = "vec", "axial", "rot6d", "joint"
+MIRROR_SIGNS = {VEC: (1.0, -1.0, 1.0), AXIAL: (-1.0, 1.0, -1.0), ROT6D: (1.0, -1.0, -1.0, 1.0, 1.0, -1.0)}
 
 
 @dataclass(frozen=True)
@@ -56,29 +67,29 @@ class RewardTerm:
 # estimate (0.25 m) and the IMU heading (0.05); reference-only terms (``ref_*``) are exact (0).
 # Robot proprioception and body poses (vectors in the root's heading frame; ``_b``: full root frame).
 PROPRIO_TERMS = (
-    ObsTerm("gravity_b", const=3, noise=0.05),
-    ObsTerm("root_lin_vel_b", const=3, noise=0.5),
-    ObsTerm("root_ang_vel_b", const=3, noise=0.2),
-    ObsTerm("joint_pos_rel", per_joint=1, noise=0.01),
-    ObsTerm("joint_vel", per_joint=1, noise=0.5),
-    ObsTerm("last_action", per_joint=1),
-    ObsTerm("body_pos", per_tracked=3, noise=0.01),
-    ObsTerm("body_rot6d", per_tracked=6, noise=0.05),
+    ObsTerm("gravity_b", const=3, noise=0.05, mirror=VEC),
+    ObsTerm("root_lin_vel_b", const=3, noise=0.5, mirror=VEC),
+    ObsTerm("root_ang_vel_b", const=3, noise=0.2, mirror=AXIAL),
+    ObsTerm("joint_pos_rel", per_joint=1, noise=0.01, mirror=JOINT),
+    ObsTerm("joint_vel", per_joint=1, noise=0.5, mirror=JOINT),
+    ObsTerm("last_action", per_joint=1, mirror=JOINT),
+    ObsTerm("body_pos", per_tracked=3, noise=0.01, mirror=VEC),
+    ObsTerm("body_rot6d", per_tracked=6, noise=0.05, mirror=ROT6D),
 )
 # Per future frame k (named ``future{k}_<term>``): the reference relative to the robot's anchor.
 FUTURE_TERMS = (
-    ObsTerm("anchor_pos", const=3, noise=0.25),
-    ObsTerm("anchor_rot6d", const=6, noise=0.05),
-    ObsTerm("body_pos", per_tracked=3, noise=0.25),
-    ObsTerm("body_rot6d", per_tracked=6, noise=0.05),
+    ObsTerm("anchor_pos", const=3, noise=0.25, mirror=VEC),
+    ObsTerm("anchor_rot6d", const=6, noise=0.05, mirror=ROT6D),
+    ObsTerm("body_pos", per_tracked=3, noise=0.25, mirror=VEC),
+    ObsTerm("body_rot6d", per_tracked=6, noise=0.05, mirror=ROT6D),
 )
 # Privileged critic-only terms (``privileged_critic=true``).
 CRITIC_TERMS = (
-    ObsTerm("ref_anchor_lin_vel", const=3, group=CRITIC),
-    ObsTerm("ref_anchor_ang_vel", const=3, group=CRITIC),
-    ObsTerm("ref_joint_vel", per_joint=1, group=CRITIC),
-    ObsTerm("body_lin_vel", per_tracked=3, group=CRITIC),
-    ObsTerm("body_ang_vel", per_tracked=3, group=CRITIC),
+    ObsTerm("ref_anchor_lin_vel", const=3, group=CRITIC, mirror=VEC),
+    ObsTerm("ref_anchor_ang_vel", const=3, group=CRITIC, mirror=AXIAL),
+    ObsTerm("ref_joint_vel", per_joint=1, group=CRITIC, mirror=JOINT),
+    ObsTerm("body_lin_vel", per_tracked=3, group=CRITIC, mirror=VEC),
+    ObsTerm("body_ang_vel", per_tracked=3, group=CRITIC, mirror=AXIAL),
 )
 
 # ``env.observations=deploy``: what a real G1 measures (IMU: gravity, angular velocity, orientation; encoders:
@@ -87,25 +98,26 @@ CRITIC_TERMS = (
 # bodies relative to the reference anchor; all in the reference's heading frames) and the reference anchor's
 # orientation relative to the robot's anchor (IMU). The critic keeps the privileged default terms.
 DEPLOY_PROPRIO_TERMS = (
-    ObsTerm("gravity_b", const=3, noise=0.05),
-    ObsTerm("root_ang_vel_b", const=3, noise=0.2),
-    ObsTerm("joint_pos_rel", per_joint=1, noise=0.01),
-    ObsTerm("joint_vel", per_joint=1, noise=0.5),
-    ObsTerm("last_action", per_joint=1),
+    ObsTerm("gravity_b", const=3, noise=0.05, mirror=VEC),
+    ObsTerm("root_ang_vel_b", const=3, noise=0.2, mirror=AXIAL),
+    ObsTerm("joint_pos_rel", per_joint=1, noise=0.01, mirror=JOINT),
+    ObsTerm("joint_vel", per_joint=1, noise=0.5, mirror=JOINT),
+    ObsTerm("last_action", per_joint=1, mirror=JOINT),
 )
 DEPLOY_FUTURE_TERMS = (
-    ObsTerm("ref_anchor_pos", const=3),  # the reference anchor at k - now, in the reference heading frame now
-    ObsTerm("anchor_rot6d", const=6, noise=0.05),
-    ObsTerm("ref_joint_pos", per_joint=1),
-    ObsTerm("ref_body_pos", per_tracked=3),  # bodies - anchor of the reference at k, in its heading frame
+    # the reference anchor at k - now, in the reference heading frame now
+    ObsTerm("ref_anchor_pos", const=3, mirror=VEC),
+    ObsTerm("anchor_rot6d", const=6, noise=0.05, mirror=ROT6D),
+    ObsTerm("ref_joint_pos", per_joint=1, mirror=JOINT),
+    ObsTerm("ref_body_pos", per_tracked=3, mirror=VEC),  # bodies - reference anchor at k, in its heading frame
 )
 DEPLOY_CRITIC_TERMS = (
-    ObsTerm("root_lin_vel_b", const=3, group=CRITIC),
-    ObsTerm("body_pos", per_tracked=3, group=CRITIC),
-    ObsTerm("body_rot6d", per_tracked=6, group=CRITIC),
+    ObsTerm("root_lin_vel_b", const=3, group=CRITIC, mirror=VEC),
+    ObsTerm("body_pos", per_tracked=3, group=CRITIC, mirror=VEC),
+    ObsTerm("body_rot6d", per_tracked=6, group=CRITIC, mirror=ROT6D),
 ) + CRITIC_TERMS
-DEPLOY_CRITIC_FUTURE_TERMS = tuple(ObsTerm(t.name, t.const, t.per_joint, t.per_tracked, CRITIC) for t in FUTURE_TERMS
-                                   if t.name not in {d.name for d in DEPLOY_FUTURE_TERMS})
+DEPLOY_CRITIC_FUTURE_TERMS = tuple(ObsTerm(t.name, t.const, t.per_joint, t.per_tracked, CRITIC, mirror=t.mirror)
+                                   for t in FUTURE_TERMS if t.name not in {d.name for d in DEPLOY_FUTURE_TERMS})
 
 
 @dataclass(frozen=True)
@@ -255,6 +267,37 @@ def obs_noise_scales(num_joints: int, num_tracked: int, future_steps: list[int],
     for _, term, _ in obs_terms(future_steps, False, observations):
         out += [float(term.noise)] * term.width(num_joints, num_tracked)
     return out
+
+
+def mirror_columns(joint_partner: list[int], joint_sign: list[float], tracked_partner: list[int],
+                   future_steps: list[int], privileged: bool, observations: str = "default"
+                   ) -> tuple[list[int], list[float]]:
+    """The mirror image of an observation row as a signed permutation ``(index, sign)``: column ``i`` of the
+    mirrored row is ``sign[i] * row[index[i]]``. ``joint_partner [A]`` / ``joint_sign [A]``: the robot's joint
+    mirror map (``RobotCfg.mirror_map``); ``tracked_partner [Nt]``: each tracked body's mirror partner (an index
+    into the tracked bodies). The row is the actor's, or with ``privileged`` the critic's."""
+    num_joints, num_tracked = len(joint_partner), len(tracked_partner)
+    index, sign, col = [], [], 0
+    for name, term, _ in obs_terms(future_steps, privileged, observations):
+        if term.mirror == JOINT:
+            if term.per_joint != 1 or term.const or term.per_tracked:
+                raise ValueError(f"observation term {name}: a joint term has one column per joint")
+            index += [col + joint_partner[j] for j in range(num_joints)]
+            sign += [float(joint_sign[joint_partner[j]]) for j in range(num_joints)]
+        elif term.mirror in MIRROR_SIGNS:
+            k = len(MIRROR_SIGNS[term.mirror])
+            blocks = term.width(num_joints, num_tracked) // k
+            if term.per_joint or (term.per_tracked and (term.const or term.per_tracked != k)) or \
+                    (not term.per_tracked and term.const != k):
+                raise ValueError(f"observation term {name}: mirror kind {term.mirror} needs {k} columns per block")
+            partner = tracked_partner if term.per_tracked else [0]
+            for b in range(blocks):
+                index += [col + k * partner[b] + c for c in range(k)]
+                sign += list(MIRROR_SIGNS[term.mirror])
+        else:
+            raise ValueError(f"observation term {name} declares no mirror kind ({term.mirror!r})")
+        col += term.width(num_joints, num_tracked)
+    return index, sign
 
 
 def reward_weights(rewards_cfg) -> list[float]:
