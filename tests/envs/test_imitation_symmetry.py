@@ -85,3 +85,20 @@ def test_mirrored_actions_keep_the_robots_mirrored(mirrored_pack, mirror_actions
         assert_mirrored(obs, sym, atol=0.1, mean_atol=1e-3)
     else:  # the same actions on both sides: far from mirrored, so the check above can fail
         assert min(float(e.mean()) for e in mirror_errors(obs, sym).values()) > 0.02
+
+
+def test_tracked_bodies_swap_with_their_partners_and_an_untracked_partner_is_named():
+    from simppo.envs.imitation.symmetry import tracked_partners
+    from simppo.robot.config import load_robot_cfg
+    from simppo.robot.model import build_robot_model, load_mj_model
+
+    g1 = load_robot_cfg("g1")
+    m = load_mj_model(g1)
+    partners = tracked_partners(g1, m, build_robot_model(g1, m).tracked_body_ids)
+    names = g1.tracked_bodies
+    assert [names[p] for p in partners] == [n.replace("left_", "\0").replace("right_", "left_").replace("\0", "right_")
+                                            for n in names]
+    one_sided = replace(g1, tracked_bodies=[n for n in names if n != "right_knee_link"])
+    with pytest.raises(ValueError, match="tracked body left_knee_link mirrors onto right_knee_link, which is not "
+                                         "tracked"):
+        tracked_partners(one_sided, m, build_robot_model(one_sided, m).tracked_body_ids)

@@ -26,6 +26,7 @@ from simppo.envs.imitation.config import HumanoidImitationEnvCfg, action_referen
 from simppo.envs.imitation.randomization import Randomizer
 from simppo.envs.imitation.rng import RNG_OBS_NOISE, rng_states
 from simppo.envs.imitation.sampler import AdaptiveSampler
+from simppo.envs.imitation.symmetry import mirror_symmetry
 from simppo.kernels.imitation import spec
 from simppo.kernels.imitation.actions import apply_actions
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
@@ -277,46 +278,11 @@ class HumanoidImitationEnv(VecEnv):
         e.error_sum_out, e.dt = warp_view(self._error_sum), float(self.dt)
         return e
 
-    def _tracked_partners(self) -> list[int]:
-        """Each tracked body's mirror partner (index into the tracked bodies): the body of its joint's mirror
-        partner (``robot.mirror_pairs``); a body whose joint has no partner (or that has no actuated joint: the
-        root) is its own."""
-        m, r = self.sim.mj_model, self.sim.robot
-        partner, _ = self.robot_cfg.mirror_map()
-        names = self.robot_cfg.joint_names
-        body_of_joint = {name: int(m.jnt_bodyid[m.joint(name).id]) for name in names}
-        joint_of_body = {b: name for name, b in body_of_joint.items()}
-        tracked = [int(b) for b in r.tracked_body_ids]
-        out = []
-        for b in tracked:
-            joint = joint_of_body.get(b)
-            mirror_body = b if joint is None else body_of_joint[names[partner[names.index(joint)]]]
-            if mirror_body not in tracked:
-                src = self.robot_cfg.source or self.robot_cfg.name
-                raise ValueError(f"{src}: tracked body {m.body(b).name} mirrors onto {m.body(mirror_body).name}, "
-                                 "which is not tracked")
-            out.append(tracked.index(mirror_body))
-        return out
-
     def symmetry(self) -> Symmetry | None:
-        """The left-right mirror of the actor's and critic's rows and of the actions, from the robot's joint
-        mirror map and each observation term's mirror kind (:func:`spec.mirror_columns`); ``None`` for a robot
-        without a mirror map."""
-        if self.robot_cfg.mirror_map() is None:
-            return None
-        joint_partner, joint_sign = self.robot_cfg.mirror_map()
-        tracked = self._tracked_partners()
-        cfg, dev = self.cfg, self.device
-        actor = spec.mirror_columns(joint_partner, joint_sign, tracked, cfg.future_steps, False, cfg.observations)
-        critic = spec.mirror_columns(joint_partner, joint_sign, tracked, cfg.future_steps, cfg.privileged_critic,
-                                     cfg.observations)
-        actions = (joint_partner, [joint_sign[j] for j in joint_partner])
-
-        def tensors(index_sign):
-            return (torch.tensor(index_sign[0], dtype=torch.long, device=dev),
-                    torch.tensor(index_sign[1], dtype=torch.float32, device=dev))
-
-        return Symmetry(*tensors(actor), *tensors(critic), *tensors(actions))
+        """The left-right mirror of the actor's and critic's rows and of the actions (:func:`mirror_symmetry`);
+        ``None`` for a robot without a mirror map."""
+        return mirror_symmetry(self.robot_cfg, self.sim.mj_model, self.sim.robot.tracked_body_ids, self.cfg,
+                               self.device)
 
     # ------------------------------------------------------------- stages
     def _query_reference(self, masked: bool = False) -> None:
