@@ -22,6 +22,7 @@ from simppo.agent.graphed_update import MinibatchStep, graph_update_available
 from simppo.agent.models import PPOModel
 from simppo.agent.normalizers import RewardNormalizer, sync_running_stats
 from simppo.agent.precision import mlp_autocast
+from simppo.agent.symmetry import mirror_augmented
 from simppo.envs.base import Symmetry
 from simppo.kernels.gae import bind_gae, compute_gae
 
@@ -42,9 +43,10 @@ class PPOAlgorithm:
                  precision: str = "fp32", num_rows: int | None = None, motion_rows: torch.Tensor | None = None,
                  modules: tuple[nn.Module | None, nn.Module | None] = (None, None), symmetry: Symmetry | None = None):
         self.fabric, self.config, self.precision = fabric, config, precision
-        if config.symmetry_coef > 0 and symmetry is None:
-            raise ValueError(f"agent.symmetry_coef={config.symmetry_coef} needs the env's left-right mirror "
-                             "(env.symmetry(); a robot config with mirror_pairs), and there is none")
+        if config.uses_symmetry and symmetry is None:
+            what = f"symmetry_coef={config.symmetry_coef}" if config.symmetry_coef > 0 else "symmetry_augment=true"
+            raise ValueError(f"agent.{what} needs the env's left-right mirror (env.symmetry(); a robot config with "
+                             "mirror_pairs), and there is none")
         self.symmetry = None if symmetry is None else Symmetry(*(t.to(fabric.device) for t in (
             symmetry.obs_index, symmetry.obs_sign, symmetry.critic_index, symmetry.critic_sign,
             symmetry.action_index, symmetry.action_sign)))
@@ -280,6 +282,8 @@ class PPOAlgorithm:
             adv = batch_dict["advantages"]
             mean, std = (adv.mean(), adv.std()) if self.world_size == 1 else D.mean_std_all_ranks(adv)
             batch_dict["advantages"] = (adv - mean) / (std + 1e-8)
+        if self.config.symmetry_augment:
+            batch_dict = mirror_augmented(batch_dict, self.symmetry)
         _, actor_logs = self.actor_step(batch_dict)
         _, critic_logs = self.critic_step(batch_dict)
         return {**actor_logs, **critic_logs, "actor/lr": self.actor_lr}

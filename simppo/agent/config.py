@@ -52,6 +52,8 @@ class PPOAgentConfig:
     # mirror-symmetry loss (rsl_rl's mirror loss): coef x mean squared distance between the policy mean on the
     # mirrored observation and the mirror image of the policy mean (env.symmetry(): the robot's left-right map)
     symmetry_coef: float = 0.0
+    # mirror-symmetry data augmentation (rsl_rl's): each minibatch is trained on with its left-right mirror image too
+    symmetry_augment: bool = False
     max_grad_norm: float = 1.0
     # 1e-4: at 3e-4 a tracking iteration clipped ~45 % of its samples and σ grew; at 1e-4 the clip fraction is
     # 0.2-0.3, σ holds, and the real clips track as often with less error (docs/learning.md)
@@ -98,6 +100,11 @@ class PPOAgentConfig:
     # checkpoints
     save_last_every: int = 10
     save_epoch_every: int = 500
+
+    @property
+    def uses_symmetry(self) -> bool:
+        """Whether the update needs the env's mirror (:meth:`simppo.envs.base.VecEnv.symmetry`)."""
+        return self.symmetry_coef > 0 or self.symmetry_augment
 
     def __post_init__(self) -> None:
         if self.lr_schedule not in LR_SCHEDULES:

@@ -62,7 +62,7 @@ class PPO:
         num_rows = X.num_rows(self.motion_index.whole) if self.per_motion else None
         check_same_work(self.fabric, self.env, self.config, num_rows, self.precision)
         motion_rows = X.motion_rows(self.motion_index) if self.per_motion else None
-        symmetry = self.env.symmetry() if self.config.symmetry_coef > 0 and hasattr(self.env, "symmetry") else None
+        symmetry = self.env.symmetry() if self.config.uses_symmetry and hasattr(self.env, "symmetry") else None
         self.algorithm = PPOAlgorithm(self.fabric, self.config, self.env.obs_dims, self.env.num_actions,
                                       self.num_envs, self.precision, num_rows, motion_rows, self.given_modules,
                                       symmetry)

@@ -45,7 +45,8 @@ def test_static_step_gives_the_eager_parameters_bit_for_bit(cfg):
     assert not torch.equal(initial["actor.mu.0.weight"], eager["actor.mu.0.weight"])
 
 
-@pytest.mark.parametrize("extra", [[], ["agent.symmetry_coef=1.0"]], ids=["rows", "rows_and_symmetry"])
+@pytest.mark.parametrize("extra", [[], ["agent.symmetry_coef=1.0", "agent.symmetry_augment=true"]],
+                         ids=["rows", "rows_and_symmetry"])
 def test_per_motion_rows_through_the_static_step(extra):
     def run(graph: bool) -> dict[str, torch.Tensor]:
         overrides = ["logger=none", "experiment_name=t", "env=humanoid_imitation", "num_envs=8", "seed=3",
