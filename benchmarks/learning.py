@@ -80,15 +80,20 @@ def _flat(tree, prefix: str = "") -> dict:
     return out
 
 
-def resume_problem(checkpoint: Path, cfg) -> str | None:
+def resume_problem(checkpoint: Path, cfg, defaults=None) -> str | None:
     """What differs between the config of the run that wrote ``checkpoint`` (its folder's ``config.yaml``) and
     ``cfg`` (one line naming the file and the keys), or ``None``: a continued run must train what the first part
-    trained, or its curve mixes two configs."""
+    trained, or its curve mixes two configs. A key the saved config lacks (a setting simppo gained after the run)
+    counts as unchanged where ``cfg`` holds its value in ``defaults`` (the config without the ablation's
+    overrides): the run trained without it, which is what its default does."""
     saved_path = checkpoint.parent / "config.yaml"
     if not saved_path.is_file():
         return f"{saved_path}: missing; --resume needs the config of the run that wrote {checkpoint.name}"
     saved = _flat(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True))
     now = _flat(OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True))
+    if defaults is not None:
+        default = _flat(OmegaConf.to_container(OmegaConf.structured(defaults), resolve=True))
+        saved.update({k: v for k, v in now.items() if k not in saved and default.get(k, "<unset>") == v})
     diff = sorted(k for k in saved.keys() | now.keys() if saved.get(k, "<unset>") != now.get(k, "<unset>"))
     if not diff:
         return None
@@ -124,11 +129,13 @@ def main() -> None:
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="simppo_learning_"))
     out.mkdir(parents=True, exist_ok=True)
     pack = motion_pack(args.motions, out)
-    overrides = [f"motion.files=[{pack}]", f"num_envs={args.num_envs}", f"seed={args.seed}", *overrides]
+    base = [f"motion.files=[{pack}]", f"num_envs={args.num_envs}", f"seed={args.seed}"]
+    overrides = [*base, *overrides]
     print(f"machine: {machine_name()}; overrides: {overrides}; out: {out}", flush=True)
 
     if args.resume and (problem := resume_problem(Path(args.resume),
-                                                  compose_training(train_overrides(overrides), args.device))):
+                                                  compose_training(train_overrides(overrides), args.device),
+                                                  compose_training(train_overrides(base), args.device))):
         sys.exit(f"learning.py: {problem}")  # before the env and agent are built
     cfg, env, agent = build_training(train_overrides(overrides), args.device)
     num_motions = env.motion_lib.num_motions

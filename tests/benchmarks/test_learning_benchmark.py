@@ -84,3 +84,12 @@ def test_resume_refuses_a_different_config(tmp_path):
     assert str(out / "config.yaml") in line and "agent.actor_lr=0.0001 (now 0.0003)" in line, line
     assert len(curve(out)) == 1 and (out / "config.yaml").read_text() == before
     assert not (out / "samples_200.ckpt").exists()
+    # a run of an older simppo: its config lacks a setting added since, which it trained at that setting's default
+    older = "\n".join(line for line in before.splitlines() if "symmetry_augment" not in line)
+    assert older != before
+    (out / "config.yaml").write_text(older)
+    proc = run_bench(out, ["squat.csv"], "100,200", "--resume", str(out / "samples_100.ckpt"),
+                     overrides=("agent.symmetry_augment=true",))
+    assert proc.returncode != 0 and "agent.symmetry_augment=<unset> (now True)" in proc.stderr, proc.stderr[-2000:]
+    assert [r["samples"] for r in bench(out, ["squat.csv"], "100,200", "--resume",
+                                        str(out / "samples_100.ckpt"))] == [128, 256]
