@@ -22,7 +22,7 @@ from simppo.agent.graphed_update import MinibatchStep, graph_update_available
 from simppo.agent.models import PPOModel
 from simppo.agent.normalizers import RewardNormalizer, sync_running_stats
 from simppo.agent.precision import mlp_autocast
-from simppo.agent.symmetry import mirror_augmented
+from simppo.agent.symmetry import mirror_augmented, mirror_rows
 from simppo.envs.base import Symmetry
 from simppo.kernels.gae import bind_gae, compute_gae
 
@@ -133,6 +133,11 @@ class PPOAlgorithm:
 
     actor_module = property(lambda self: self.model.actor, doc="The actor, unwrapped from Fabric / DDP.")
     critic_module = property(lambda self: self.model.critic, doc="The critic, unwrapped from Fabric / DDP.")
+
+    def obs_normalizers(self) -> tuple:
+        """The actor's and critic's observation normalisers (``None, None`` without normalisation)."""
+        m = self.model
+        return (m.obs_norm, m.critic_obs_norm) if m.normalize_obs else (None, None)
 
     def running_stats(self) -> list:
         """The running statistics merged across ranks: actor and critic observations, discounted returns."""
@@ -283,7 +288,7 @@ class PPOAlgorithm:
             mean, std = (adv.mean(), adv.std()) if self.world_size == 1 else D.mean_std_all_ranks(adv)
             batch_dict["advantages"] = (adv - mean) / (std + 1e-8)
         if self.config.symmetry_augment:
-            batch_dict = mirror_augmented(batch_dict, self.symmetry)
+            batch_dict = mirror_augmented(batch_dict, self.symmetry, *self.obs_normalizers())
         _, actor_logs = self.actor_step(batch_dict)
         _, critic_logs = self.critic_step(batch_dict)
         return {**actor_logs, **critic_logs, "actor/lr": self.actor_lr}
@@ -345,8 +350,9 @@ class PPOAlgorithm:
             loss, logs["actor/l2c2"] = loss + c.lambda_l2c2 * l2c2, l2c2.detach()
         if c.symmetry_coef > 0.0:
             s = self.symmetry
+            mirrored_obs = mirror_rows(obs, s.obs_index, s.obs_sign, self.obs_normalizers()[0])
             with self.mlp_autocast():
-                mirrored_mean, _ = self.actor(Symmetry.apply(obs, s.obs_index, s.obs_sign), batch_td.get("rows"))
+                mirrored_mean, _ = self.actor(mirrored_obs, batch_td.get("rows"))
             target = Symmetry.apply(batch_td["mean_action"].detach(), s.action_index, s.action_sign)
             symmetry = L.symmetry_loss(mirrored_mean.float(), target).mean()
             loss, logs["actor/symmetry"] = loss + c.symmetry_coef * symmetry, symmetry.detach()

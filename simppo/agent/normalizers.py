@@ -120,6 +120,10 @@ class RunningMeanStd(nn.Module):
         std = torch.sqrt(self.var + self.epsilon).to(x.dtype)
         return torch.clamp((x - mean) / std, -self.clip, self.clip)
 
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        """The inverse of :meth:`normalize` (exact where it did not clip)."""
+        return x * torch.sqrt(self.var + self.epsilon).to(x.dtype) + self.mean.to(x.dtype)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.normalize(x)
 

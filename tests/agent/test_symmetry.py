@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from simppo.agent import losses as L
+from simppo.agent.normalizers import RunningMeanStd
 from simppo.agent.ppo import PPO
 from simppo.agent.symmetry import mirror_augmented
 from simppo.envs.base import Symmetry
@@ -15,12 +16,18 @@ from simppo.sim.config import SimCfg
 from tests.helpers import cpu_fabric, small_agent_cfg
 
 
-def asymmetry(agent: PPO, obs: torch.Tensor, sym: Symmetry) -> float:
-    """Mean squared distance between the policy mean on mirrored observations and the mirrored policy mean."""
-    with torch.no_grad():
-        mean, _ = agent.model.actor(obs)
-        mirrored, _ = agent.model.actor(Symmetry.apply(obs, sym.obs_index, sym.obs_sign))
+def asymmetry(agent: PPO, raw_obs: torch.Tensor, sym: Symmetry) -> float:
+    """Mean squared distance between the policy mean on mirrored observations and the mirrored policy mean (the
+    deterministic policy on the env's raw rows, its normaliser included)."""
+    mean = agent.model.act_inference(raw_obs)
+    mirrored = agent.model.act_inference(Symmetry.apply(raw_obs, sym.obs_index, sym.obs_sign))
     return float((mirrored - Symmetry.apply(mean, sym.action_index, sym.action_sign)).square().mean())
+
+
+def visited(agent: PPO, env) -> torch.Tensor:
+    """The raw observation rows of the agent's last rollout ``[steps x envs, actor_dim]``."""
+    rows = agent.algorithm.experience_buffer["obs"].reshape(-1, env.actor_dim)
+    return agent.model.obs_norm.denormalize(rows)
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +53,7 @@ def test_mirror_loss_makes_the_policy_symmetric(env):
     assert "actor/symmetry" not in logs
     mirrored, logs = trained(env, 10.0)
     assert float(logs["actor/symmetry"]) > 0.0
-    obs = plain.algorithm.experience_buffer["obs"].reshape(-1, env.actor_dim)  # states training visits
+    obs = visited(plain, env)  # states training visits
     assert asymmetry(plain, obs, sym) > 0.01  # PPO alone does not make it symmetric
     assert asymmetry(mirrored, obs, sym) < 0.3 * asymmetry(plain, obs, sym)
 
@@ -55,7 +62,7 @@ def test_mirrored_minibatch_makes_the_policy_more_symmetric(env):
     sym = env.symmetry()
     plain, _ = trained(env, 0.0)
     augmented, logs = trained(env, 0.0, symmetry_augment=True)
-    obs = plain.algorithm.experience_buffer["obs"].reshape(-1, env.actor_dim)
+    obs = visited(plain, env)
     assert asymmetry(augmented, obs, sym) < 0.7 * asymmetry(plain, obs, sym)
 
 
@@ -76,6 +83,17 @@ def test_the_mirror_image_of_a_sample_keeps_its_old_log_probability(env):
     twice = mirror_augmented({k: v[b:] for k, v in out.items()}, sym)
     for k in batch:
         torch.testing.assert_close(twice[k][b:], batch[k])  # the mirror of the mirror image is the sample
+    # normalised rows are mirrored in the env's units: the statistics of the two sides differ
+    norms = {key: RunningMeanStd((batch[key].shape[1],)) for key in ("obs", "critic_obs")}
+    for key, norm in norms.items():
+        norm.update(3.0 * torch.randn(64, batch[key].shape[1], generator=gen) + torch.randn(batch[key].shape[1],
+                                                                                            generator=gen))
+    normed = {**batch, **{key: norm.normalize(batch[key]) for key, norm in norms.items()}}
+    out = mirror_augmented(normed, sym, norms["obs"], norms["critic_obs"])
+    for key, index, sign in (("obs", sym.obs_index, sym.obs_sign), ("critic_obs", sym.critic_index, sym.critic_sign)):
+        raw = norms[key].denormalize(out[key][b:])
+        torch.testing.assert_close(raw, Symmetry.apply(batch[key], index, sign), atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(out[key][b:], Symmetry.apply(normed[key], index, sign), atol=1e-3)
 
 
 @pytest.mark.parametrize("cfg", [{"symmetry_coef": 1.0}, {"symmetry_augment": True}], ids=["loss", "augment"])
