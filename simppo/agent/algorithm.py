@@ -47,9 +47,7 @@ class PPOAlgorithm:
             what = f"symmetry_coef={config.symmetry_coef}" if config.symmetry_coef > 0 else "symmetry_augment=true"
             raise ValueError(f"agent.{what} needs the env's left-right mirror (env.symmetry(); a robot config with "
                              "mirror_pairs), and there is none")
-        self.symmetry = None if symmetry is None else Symmetry(*(t.to(fabric.device) for t in (
-            symmetry.obs_index, symmetry.obs_sign, symmetry.critic_index, symmetry.critic_sign,
-            symmetry.action_index, symmetry.action_sign)))
+        self.symmetry = None if symmetry is None else symmetry.to(fabric.device)
         self.given_modules = modules
         self.device = fabric.device
         self.world_size = D.world_size(fabric)

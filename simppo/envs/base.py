@@ -19,7 +19,7 @@ Returned tensors are preallocated buffers reused on every step; copy them to kee
 """
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -37,6 +37,10 @@ class Symmetry:
     critic_sign: torch.Tensor
     action_index: torch.Tensor
     action_sign: torch.Tensor
+
+    def to(self, device) -> "Symmetry":
+        """The same mirror with every tensor on ``device``."""
+        return Symmetry(*(getattr(self, f.name).to(device) for f in fields(self)))
 
     @staticmethod
     def apply(x: torch.Tensor, index: torch.Tensor, sign: torch.Tensor) -> torch.Tensor:

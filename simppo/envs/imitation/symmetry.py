@@ -38,9 +38,10 @@ def mirror_symmetry(robot_cfg: RobotCfg, mj_model: mujoco.MjModel, tracked_body_
                     device) -> Symmetry | None:
     """The actor's row ``[actor_dim]``, the critic's ``[full_dim]`` and the actions ``[A]`` mirrored (index and
     sign tensors on ``device``), or ``None`` when the robot has no mirror map."""
-    if robot_cfg.mirror_map() is None:
+    joint_map = robot_cfg.mirror_map()
+    if joint_map is None:
         return None
-    joint_partner, joint_sign = robot_cfg.mirror_map()
+    joint_partner, joint_sign = joint_map
     tracked = tracked_partners(robot_cfg, mj_model, tracked_body_ids)
     actor = spec.mirror_columns(joint_partner, joint_sign, tracked, cfg.future_steps, False, cfg.observations)
     critic = spec.mirror_columns(joint_partner, joint_sign, tracked, cfg.future_steps, cfg.privileged_critic,
