@@ -138,7 +138,7 @@ def check_values(cfg: TrainCfg) -> None:
 
 def check_same_action_map(saved_config: Path, cfg: TrainCfg) -> None:
     """Refuse to resume a run trained with another action map than ``cfg``'s (runs saved before
-    ``env.action_reference`` existed used the default-pose map, 0)."""
+    ``env.action_reference`` existed used the default-pose map, 0; before ``env.action_reference_lead``, 1)."""
     if not saved_config.is_file() or getattr(cfg.env, "action_reference", None) is None:
         return
     import yaml
@@ -147,10 +147,11 @@ def check_same_action_map(saved_config: Path, cfg: TrainCfg) -> None:
         saved = (yaml.safe_load(saved_config.read_text()) or {}).get("env") or {}
     except (OSError, yaml.YAMLError, AttributeError):
         return  # the checkpoint's own checks name what is wrong with the run
-    was = float(saved.get("action_reference", 0.0))
-    if was != float(cfg.env.action_reference):
-        raise UsageError(f"{saved_config}: the run was trained with env.action_reference={was:g}; resume it with "
-                         f"env.action_reference={was:g} (the policy's actions mean other joint targets otherwise)")
+    for key, before in (("action_reference", 0.0), ("action_reference_lead", 1)):
+        was, now = float(saved.get(key, before)), float(getattr(cfg.env, key, before))
+        if was != now:
+            raise UsageError(f"{saved_config}: the run was trained with env.{key}={was:g}; resume it with "
+                             f"env.{key}={was:g} (the policy's actions mean other joint targets otherwise)")
 
 
 def check_run_dir(run_dir: Path, cfg: TrainCfg) -> None:

@@ -109,6 +109,7 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
     control_dt = physics_dt * cfg.sim.decimation
     nj, nt = len(cfg.robot.joint_names), len(cfg.robot.tracked_bodies)
     future = list(cfg.env.future_steps)
+    lead = int(getattr(cfg.env, "action_reference_lead", 1))
     observations = cfg.env.observations  # default | deploy: the layout the policy was trained on
     slices = spec.actor_obs_slices(nj, nt, future, observations)
     agent = run.state.get("config") or {}
@@ -127,10 +128,11 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
         "action_scale": list(cfg.robot.action_scale),
         "action_clip": float(cfg.env.action_clip),
         "action_reference": float(getattr(cfg.env, "action_reference", 0.0)),
+        "action_reference_lead": lead,
         "joint_target": ("default_joint_pos + action_reference * (reference_joint_pos - default_joint_pos) "
                          "+ action_scale * clip(action, -action_clip, action_clip), where reference_joint_pos are "
-                         "the reference motion's joint angles at the time the target is for (t + control_dt: the "
-                         "observation's future frame 1)"),
+                         f"the reference motion's joint angles at t + action_reference_lead * control_dt (t + "
+                         f"{lead} * control_dt: the observation's future frame {lead})"),
         "pd_gains": pd_gains(m, robot.actuator_ids),
         "control_dt": control_dt,
         "physics_dt": physics_dt,

@@ -102,7 +102,7 @@ def test_check_values(key, value, what):
 
 @pytest.mark.parametrize("action_reference, future_steps, what", [
     (1.5, [1, 2, 4, 8], "env.action_reference=1.5: must be in [0, 1]"),
-    (1.0, [2, 4], "env.action_reference=1.0 needs 1 in env.future_steps"),
+    (1.0, [2, 4], "env.action_reference=1.0 needs env.action_reference_lead=1 in env.future_steps"),
 ])
 def test_action_reference_needs_the_next_reference_frame(action_reference, future_steps, what):
     register_configs()
@@ -131,6 +131,10 @@ def test_a_run_is_resumed_only_with_its_action_map(tmp_path):
     check_same_action_map(saved, cfg)
     saved.write_text("env:\n  name: humanoid_imitation\n  action_reference: 1.0\n")
     check_same_action_map(saved, TrainCfg(env=HumanoidImitationEnvCfg()))
+    with pytest.raises(UsageError) as e:  # the reference fed forward from another frame: other targets too
+        check_same_action_map(saved, TrainCfg(env=HumanoidImitationEnvCfg(action_reference_lead=4)))
+    assert str(e.value) == (f"{saved}: the run was trained with env.action_reference_lead=1; resume it with "
+                            "env.action_reference_lead=1 (the policy's actions mean other joint targets otherwise)")
 
 
 @pytest.mark.parametrize("override, what", [

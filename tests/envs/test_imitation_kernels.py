@@ -323,22 +323,23 @@ def test_reference_state_reset_partial_mask(env):
     assert pos_err.max() < 1e-3, pos_err.max()
 
 
-@pytest.mark.parametrize("ref_weight", [None, 0.0, 0.5])  # None: the shipped default (the reference fed forward)
-def test_apply_actions(env, ref_weight):
+# None: the shipped default (the reference one control step ahead fed forward); lead: env.action_reference_lead
+@pytest.mark.parametrize("ref_weight, lead", [(None, None), (0.0, None), (0.5, None), (1.0, 4)])
+def test_apply_actions(env, ref_weight, lead):
     g = torch.Generator().manual_seed(5)
     clip = env.cfg.action_clip
-    shipped = env.params.action_ref_weight
+    shipped, shipped_frame = env.params.action_ref_weight, env.params.action_ref_frame
     w = shipped if ref_weight is None else ref_weight
-    assert ref_weight is not None or w == 1.0
+    assert ref_weight is not None or (w == 1.0 and env.cfg.action_reference_lead == 1)
     first = 8.0 * torch.randn(N, env.num_actions, generator=g)  # plenty beyond +-clip
     second = 8.0 * torch.randn(N, env.num_actions, generator=g)
     assert (first.abs() > clip).any() and (first.abs() < clip).any()
-    # the target is for the end of the step: the reference frame one control step ahead (future_steps[0] = 1)
-    one_step = 1 + list(env.cfg.future_steps).index(1)
-    ref_q = env.ref.dof_pos[:, one_step]
+    # shipped: the target is for the end of the step, the reference frame one control step ahead (future_steps[0])
+    frame = 1 + list(env.cfg.future_steps).index(lead or 1)
+    ref_q = env.ref.dof_pos[:, frame]
     assert not torch.allclose(ref_q, env.ref.dof_pos[:, 0])
     try:
-        env.params.action_ref_weight = w
+        env.params.action_ref_weight, env.params.action_ref_frame = w, frame
         for raw, prev_clipped in ((first, None), (second, first.clamp(-clip, clip))):
             old_actions = env.actions.clone()
             env.policy_actions.copy_(raw)
@@ -351,7 +352,7 @@ def test_apply_actions(env, ref_weight):
             if prev_clipped is not None:
                 assert torch.equal(env.prev_actions, prev_clipped)
     finally:
-        env.params.action_ref_weight = shipped
+        env.params.action_ref_weight, env.params.action_ref_frame = shipped, shipped_frame
 
 
 def _geom_bottoms(m: mujoco.MjModel, d: mujoco.MjData, geoms: np.ndarray) -> np.ndarray:

@@ -41,6 +41,9 @@ def test_policy_json(exported, loaded_run):
     assert meta["action_scale"] == pytest.approx(cfg.robot.action_scale)
     assert meta["action_reference"] == cfg.env.action_reference == 1.0  # the shipped map feeds the reference forward
     assert "reference_joint_pos" in meta["joint_target"]
+    lead = meta["action_reference_lead"]
+    assert lead == cfg.env.action_reference_lead and lead in meta["future_steps"]  # a frame the observation has
+    assert f"t + {lead} * control_dt" in meta["joint_target"]
     assert len(meta["pd_gains"]["kp"]) == 29 and meta["pd_gains"]["kp"][0] == pytest.approx(40.1792)
     assert meta["pd_gains"]["kd"][0] == pytest.approx(2.5579)
     assert meta["control_dt"] == pytest.approx(0.02)

@@ -139,6 +139,9 @@ class HumanoidImitationEnvCfg:
     # joint angles one control step ahead - default pose): 1 feeds the reference forward, so the policy learns a
     # correction of the motion rather than the motion itself; 0 is the plain default-pose map
     action_reference: float = 1.0
+    # control steps ahead of the observation's time of the reference frame fed forward (one of env.future_steps): the
+    # position servos lag their targets, so a target further ahead can make up for that lag
+    action_reference_lead: int = 1
     privileged_critic: bool = True  # the critic also sees reference and body velocities
     soft_joint_limit_factor: float = 0.9
     kinematic_replay: bool = False  # write the reference into the simulator instead of stepping physics
@@ -156,10 +159,10 @@ class HumanoidImitationEnvCfg:
 
 def action_reference_problem(cfg: HumanoidImitationEnvCfg) -> str | None:
     """What is wrong with ``cfg.action_reference`` (one line, naming the key), or ``None``."""
-    w, steps = cfg.action_reference, list(cfg.future_steps)
+    w, lead, steps = cfg.action_reference, cfg.action_reference_lead, list(cfg.future_steps)
     if not 0.0 <= w <= 1.0:
         return f"env.action_reference={w}: must be in [0, 1]"
-    if w > 0.0 and 1 not in steps:
-        return (f"env.action_reference={w} needs 1 in env.future_steps (the reference one control step ahead), "
-                f"got {steps}")
+    if w > 0.0 and lead not in steps:
+        return (f"env.action_reference={w} needs env.action_reference_lead={lead} in env.future_steps (the "
+                f"reference frame it feeds forward), got {steps}")
     return None

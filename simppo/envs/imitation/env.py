@@ -230,7 +230,8 @@ class HumanoidImitationEnv(VecEnv):
         p.joint_qpos_start, p.joint_dof_start = self.joint_qpos_start, self.joint_dof_start
         p.action_clip = float(cfg.action_clip)
         p.action_ref_weight = float(cfg.action_reference)
-        p.action_ref_frame = 1 + list(cfg.future_steps).index(1) if 1 in cfg.future_steps else 0
+        lead = int(cfg.action_reference_lead)
+        p.action_ref_frame = 1 + list(cfg.future_steps).index(lead) if lead in cfg.future_steps else 0
         t = cfg.terminations
         p.anchor_height, p.anchor_ori, p.ee_height = float(t.anchor_height), float(t.anchor_ori), float(t.ee_height)
         p.body_pos = float(t.body_pos)

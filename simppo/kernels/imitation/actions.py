@@ -10,7 +10,7 @@ from simppo.kernels.types import SimState
 def _apply_actions(p: ImitationParams, ref: RefState, buf: ImitationBuffers, sim: SimState):
     """``buf.policy_actions [N, A]`` → ``sim.ctrl [N, A]`` = offset + scale * the clipped action of
     ``buf.action_delay[env]`` steps ago, where offset = the env's default pose blended with the reference's joint
-    angles at the end of this control step (``ref.dof_pos`` frame ``p.action_ref_frame``) by
+    angles ``env.action_reference_lead`` control steps ahead (``ref.dof_pos`` frame ``p.action_ref_frame``) by
     ``p.action_ref_weight`` (0: the default pose, 1: the reference plus the env's calibration offset).
 
     ``buf.actions`` keeps the clipped action of this step and ``buf.prev_actions`` the one before

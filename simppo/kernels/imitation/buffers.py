@@ -38,7 +38,7 @@ class ImitationParams:
     joint_dof_start: int
     action_clip: float
     action_ref_weight: float  # share of the reference's joint angles in the action offset (0: default pose)
-    action_ref_frame: int  # the ref frame one control step ahead (the action's target time)
+    action_ref_frame: int  # the ref frame fed forward (env.action_reference_lead control steps ahead)
     anchor_height: float
     anchor_ori: float
     ee_height: float
