@@ -111,7 +111,8 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
     future = list(cfg.env.future_steps)
     lead = int(getattr(cfg.env, "action_reference_lead", 1))
     observations = cfg.env.observations  # default | deploy: the layout the policy was trained on
-    slices = spec.actor_obs_slices(nj, nt, future, observations)
+    history_length = int(getattr(cfg.env, "history_length", 0))
+    slices = spec.actor_obs_slices(nj, nt, future, observations, history_length)
     agent = run.state.get("config") or {}
     return {
         "format": POLICY_FORMAT,
@@ -143,6 +144,11 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
             "set": observations,
             "layout": [{"name": k, "start": s.start, "stop": s.stop} for k, s in slices.items()],
             "conventions": _CONVENTIONS[observations],
+            "history_length": history_length,
+            "history": ("none" if history_length < 2 else
+                        f"prev<h>_<term> (h = 1 .. {history_length - 1}) is <term> as the policy was fed it h control "
+                        "steps before (the noisy reading where there is noise); at an episode's first step every "
+                        "prev<h>_<term> equals <term>"),
         },
         "training": {"randomization": cfg.env.randomization.name, "obs_noise": bool(cfg.env.obs_noise)},
         "future_steps": future,

@@ -93,9 +93,11 @@ def load_train_config(path: str | Path) -> TrainCfg:
 def config_layout(cfg: TrainCfg) -> PolicyLayout:
     """The observation / action dims the env of ``cfg`` produces (from the spec; no env is built)."""
     nj, nt = len(cfg.robot.joint_names), len(cfg.robot.tracked_bodies)
-    actor, full = spec.obs_dims(nj, nt, list(cfg.env.future_steps), cfg.env.privileged_critic, cfg.env.observations)
+    actor, full = spec.obs_dims(nj, nt, list(cfg.env.future_steps), cfg.env.privileged_critic, cfg.env.observations,
+                                cfg.env.history_length)
     detail = (f"future_steps {list(cfg.env.future_steps)}, {nj} joints, {nt} tracked bodies, "
-              f"privileged_critic {cfg.env.privileged_critic}, observations {cfg.env.observations}")
+              f"privileged_critic {cfg.env.privileged_critic}, observations {cfg.env.observations}, "
+              f"history_length {cfg.env.history_length}")
     return PolicyLayout(actor, full, nj, detail)
 
 

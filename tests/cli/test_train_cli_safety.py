@@ -140,6 +140,7 @@ def test_a_run_is_resumed_only_with_its_action_map(tmp_path):
 @pytest.mark.parametrize("override, what", [
     ("env.sampling.motion_floor=2", "env.sampling.motion_floor=2.0: must be in [0, 1]"),
     ("agent.lr_schedule=bogus", "agent.lr_schedule: unknown schedule 'bogus'"),
+    ("env.history_length=-1", "env.history_length=-1: must be an integer >= 0"),
 ])
 def test_a_config_class_refusing_a_value_is_one_line(tmp_path, override, what):
     assert one_line_error(train(tmp_path / "R", "env=humanoid_imitation", override)).startswith(what)

@@ -26,8 +26,8 @@ def mirrored_pack(tmp_path_factory):
     return out
 
 
-def make_env(pack, observations: str = "default") -> HumanoidImitationEnv:
-    cfg = replace(HumanoidImitationEnvCfg(), observations=observations)
+def make_env(pack, observations: str = "default", history_length: int = 0) -> HumanoidImitationEnv:
+    cfg = replace(HumanoidImitationEnvCfg(), observations=observations, history_length=history_length)
     return HumanoidImitationEnv(cfg, num_envs=2 * len(CLIPS), device="cpu", sim_cfg=SimCfg(name="mujoco"),
                                 motion_cfg=MotionCfg(files=[str(pack)]))
 
@@ -56,9 +56,9 @@ def assert_mirrored(obs: dict, sym: Symmetry, atol: float, mean_atol: float | No
             assert err.mean() < mean_atol, (key, float(err.mean()))
 
 
-@pytest.mark.parametrize("observations", ["default", "deploy"])
-def test_mirror_image_of_a_clip_is_observed_as_the_mirrored_row(mirrored_pack, observations):
-    env = make_env(mirrored_pack, observations)
+@pytest.mark.parametrize("observations, history_length", [("default", 0), ("deploy", 3)])
+def test_mirror_image_of_a_clip_is_observed_as_the_mirrored_row(mirrored_pack, observations, history_length):
+    env = make_env(mirrored_pack, observations, history_length)
     sym = env.symmetry()
     for index, sign in ((sym.obs_index, sym.obs_sign), (sym.critic_index, sym.critic_sign),
                         (sym.action_index, sym.action_sign)):
@@ -72,7 +72,7 @@ def test_mirror_image_of_a_clip_is_observed_as_the_mirrored_row(mirrored_pack, o
 
 @pytest.mark.parametrize("mirror_actions", [True, False])
 def test_mirrored_actions_keep_the_robots_mirrored(mirrored_pack, mirror_actions):
-    env = make_env(mirrored_pack)
+    env = make_env(mirrored_pack, history_length=3)  # the rows of the two steps before are mirrored too
     sym = env.symmetry()
     obs = env.reset_to(*pairs(env))
     gen = torch.Generator().manual_seed(0)

@@ -149,12 +149,19 @@ class HumanoidImitationEnvCfg:
     # CUDA with Warp's memory pool, and the CPU); captured after the first step; other backends step eagerly
     graph_step: bool = True
     observations: str = "default"  # default | deploy: the actor's observation set (simppo.kernels.imitation.spec)
+    # control steps of the set's proprioceptive terms in the row, this one included (Isaac Lab's history_length):
+    # H >= 2 appends the blocks of the H - 1 steps before (prev1_*, ...); 0 or 1: this step's only
+    history_length: int = 0
     obs_noise: bool = False  # uniform noise on the actor's observations (scales in the spec); the critic's stay clean
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)  # group env/randomization: none|deploy
     rewards: RewardWeightsCfg = field(default_factory=RewardWeightsCfg)
     sigmas: RewardSigmasCfg = field(default_factory=RewardSigmasCfg)
     terminations: TerminationCfg = field(default_factory=TerminationCfg)
     sampling: AdaptiveSamplingCfg = field(default_factory=AdaptiveSamplingCfg)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.history_length, int) and self.history_length >= 0):
+            raise ValueError(f"env.history_length={self.history_length}: must be an integer >= 0")
 
 
 def action_reference_problem(cfg: HumanoidImitationEnvCfg) -> str | None:

@@ -32,6 +32,7 @@ from simppo.kernels.imitation.actions import apply_actions
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
 from simppo.kernels.imitation.curriculum import TerminationCurriculum, update_termination_scale
 from simppo.kernels.imitation.episodes import EpisodeBuffers, advance_clock, close_episodes, copy_rows, record_step
+from simppo.kernels.imitation.history import fill_history, shift_history
 from simppo.kernels.imitation.observations import add_observation_noise, compute_observations
 from simppo.kernels.imitation.resets import reference_state
 from simppo.kernels.imitation.rewards import compute_rewards
@@ -77,7 +78,7 @@ class HumanoidImitationEnv(VecEnv):
         self.root_id, self.anchor_id = int(r.root_body_id), int(r.anchor_body_id)
         self.num_tracked = len(r.tracked_body_ids)
         self.actor_dim, self.full_dim = spec.obs_dims(nj, self.num_tracked, cfg.future_steps, cfg.privileged_critic,
-                                                      cfg.observations)
+                                                      cfg.observations, cfg.history_length)
         self.obs_dims = {"obs": self.actor_dim, "critic_obs": self.full_dim}
         self.max_episode_steps = max(1, int(round(cfg.max_episode_length_s / self.dt)))
         self.sim.set_penalized_geoms(self._penalized_geoms())
@@ -220,12 +221,14 @@ class HumanoidImitationEnv(VecEnv):
         p.term_kind = i32([int(t.kind == spec.TRACKING) for t in spec.REWARD_TERMS])
         p.motion_lengths = warp_view(self.motion_lib.motion_lengths)
         layout = (self.num_actions, self.num_tracked, cfg.future_steps)
-        once, future = spec.obs_columns(*layout, cfg.privileged_critic, cfg.observations)
+        once, future = spec.obs_columns(*layout, cfg.privileged_critic, cfg.observations, cfg.history_length)
         p.obs_col = i32(once)
         p.future_col = wp.array(np.asarray(future, dtype=np.int32).reshape(len(cfg.future_steps),
                                                                            len(spec.FUTURE_TERM_NAMES)),
                                 dtype=wp.int32, device=self.sim.wp_device)
-        p.obs_noise = f32(spec.obs_noise_scales(*layout, cfg.observations))
+        p.obs_noise = f32(spec.obs_noise_scales(*layout, cfg.observations, cfg.history_length))
+        p.history_block = spec.history_block(self.num_actions, self.num_tracked, cfg.observations)
+        p.history_copies = max(0, int(cfg.history_length) - 1)
         p.root_id, p.anchor_id = self.root_id, self.anchor_id
         p.joint_qpos_start, p.joint_dof_start = self.joint_qpos_start, self.joint_dof_start
         p.action_clip = float(cfg.action_clip)
@@ -265,7 +268,7 @@ class HumanoidImitationEnv(VecEnv):
     def obs_slices(self) -> dict[str, slice]:
         """Named column ranges of ``critic_obs`` (the actor's ``obs`` is its first ``actor_dim`` columns)."""
         return spec.obs_slices(self.num_actions, self.num_tracked, self.cfg.future_steps, self.cfg.privileged_critic,
-                               self.cfg.observations)
+                               self.cfg.observations, self.cfg.history_length)
 
     def _bind_episode_buffers(self) -> EpisodeBuffers:
         e = EpisodeBuffers()
@@ -291,10 +294,23 @@ class HumanoidImitationEnv(VecEnv):
         self.motion_lib.query(self._query_reset if masked else self._query_all, self.ref)
 
     def _compute_observations(self, mask_wp: wp.array | None = None) -> None:
+        """Rows of the envs in ``mask_wp`` (default: all); their history copies stay as they are."""
         mask_wp = self._wp_all if mask_wp is None else mask_wp
         compute_observations(self.sim.state, self.ref_wp, self.params, mask_wp, self.buf)
         if self.cfg.obs_noise:
             add_observation_noise(self.sim.state, self.params, mask_wp, self.buf)
+
+    def _start_history(self, mask_wp: wp.array) -> None:
+        """The envs in ``mask_wp`` start an episode: every history copy of their rows is this step's block."""
+        fill_history(self.params, mask_wp, self.buf.obs)
+        if self.cfg.obs_noise:
+            fill_history(self.params, mask_wp, self.buf.obs_actor)
+
+    def _age_history(self) -> None:
+        """Every history copy one control step older, before this step's rows are written."""
+        shift_history(self.params, self.buf.obs)
+        if self.cfg.obs_noise:
+            shift_history(self.params, self.buf.obs_actor)
 
     def _compute_rewards_and_dones(self) -> None:
         compute_rewards(self.sim.state, self.ref_wp, self.params, self.buf)
@@ -333,6 +349,7 @@ class HumanoidImitationEnv(VecEnv):
         self._compute_rewards_and_dones()
         record_step(self.sim.state, self.episodes)
         self.sampler.update(self.buf.motion_ids, self.buf.times, self.buf.terminated)
+        self._age_history()
         self._compute_observations()
         copy_rows(self.buf.obs, self._wp_terminal_obs)
         if self.cfg.obs_noise:
@@ -340,6 +357,7 @@ class HumanoidImitationEnv(VecEnv):
         close_episodes(self.episodes)  # done, the ended episodes' statistics, reset_mask = done
         self._reset_envs()
         self._compute_observations(self._wp_reset_mask)  # only the reset envs' rows changed
+        self._start_history(self._wp_reset_mask)
 
     def capture_step(self) -> bool:
         """Capture the control step's launches (actions, reference, physics, rewards, terminations, observations,
@@ -388,6 +406,7 @@ class HumanoidImitationEnv(VecEnv):
         self._clear_episodes()
         self._reset_envs()
         self._compute_observations()
+        self._start_history(self._wp_reset_mask)
         return self._obs
 
     @on_torch_stream
@@ -406,6 +425,7 @@ class HumanoidImitationEnv(VecEnv):
         self._query_reference()
         self._write_reference_into_sim()
         self._compute_observations()
+        self._start_history(self._wp_reset_mask)
         return self._obs
 
     @on_torch_stream
@@ -455,7 +475,17 @@ class HumanoidImitationEnv(VecEnv):
             "randomization": self.randomizer.state_dict(),
             **({"termination_curriculum": torch.cat([self.termination_scale, self._termination_rate])}
                if self.curriculum is not None else {}),
+            **({"obs_history": torch.cat([rows[:, self._history_cols] for rows in self._history_rows()], dim=1)}
+               if self.params.history_copies > 0 else {}),
         }
+
+    @property
+    def _history_cols(self) -> slice:
+        return slice(self.params.history_block, self.params.history_block * (self.params.history_copies + 1))
+
+    def _history_rows(self) -> list[torch.Tensor]:
+        """The row buffers that carry history copies: the clean rows, and the actor's noisy view if any."""
+        return [self.obs_full, self.obs_actor] if self.cfg.obs_noise else [self.obs_full]
 
     def load_state_dict(self, state: dict) -> None:
         """Every key of :meth:`state_dict` (a checkpoint's env state is checked against it before it loads)."""
@@ -468,6 +498,11 @@ class HumanoidImitationEnv(VecEnv):
         if self.curriculum is not None:
             self.termination_scale.copy_(state["termination_curriculum"][:1])
             self._termination_rate.copy_(state["termination_curriculum"][1:])
+        if self.params.history_copies > 0:
+            cols = self._history_cols
+            for rows, saved in zip(self._history_rows(), state["obs_history"].split(cols.stop - cols.start, dim=1),
+                                   strict=True):
+                rows[:, cols].copy_(saved)
 
     def close(self) -> None:
         self.sim.close()

@@ -43,9 +43,10 @@ def mirror_symmetry(robot_cfg: RobotCfg, mj_model: mujoco.MjModel, tracked_body_
         return None
     joint_partner, joint_sign = joint_map
     tracked = tracked_partners(robot_cfg, mj_model, tracked_body_ids)
-    actor = spec.mirror_columns(joint_partner, joint_sign, tracked, cfg.future_steps, False, cfg.observations)
+    actor = spec.mirror_columns(joint_partner, joint_sign, tracked, cfg.future_steps, False, cfg.observations,
+                                cfg.history_length)
     critic = spec.mirror_columns(joint_partner, joint_sign, tracked, cfg.future_steps, cfg.privileged_critic,
-                                 cfg.observations)
+                                 cfg.observations, cfg.history_length)
     actions = (joint_partner, [joint_sign[j] for j in joint_partner])
 
     def tensors(index_sign):

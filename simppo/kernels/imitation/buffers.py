@@ -16,7 +16,8 @@ class ImitationParams:
     ``motion_lengths [M]`` seconds. Observation layout (``spec.obs_columns``): ``obs_col [K]`` start column
     of each once-per-row term of ``spec.ONCE_TERM_NAMES`` and ``future_col [F, KF]`` of each future term of
     ``spec.FUTURE_TERM_NAMES`` per future frame (-1: not in the row); ``obs_noise [actor_dim]`` the noise
-    half-width of each actor column."""
+    half-width of each actor column; ``history_block`` / ``history_copies`` the observation history
+    (:mod:`simppo.kernels.imitation.history`)."""
 
     default_joint_pos: wp.array(dtype=wp.float32)
     action_scale: wp.array(dtype=wp.float32)
@@ -32,6 +33,8 @@ class ImitationParams:
     obs_col: wp.array(dtype=wp.int32)
     future_col: wp.array2d(dtype=wp.int32)
     obs_noise: wp.array(dtype=wp.float32)
+    history_block: int  # width P of the proprioceptive block (the row's first columns)
+    history_copies: int  # copies of it from earlier steps after it (env.history_length - 1; 0: no history)
     root_id: int
     anchor_id: int
     joint_qpos_start: int

@@ -225,13 +225,17 @@ def _observations(sim: SimState, ref: RefState, p: ImitationParams, mask: wp.arr
 def _observation_noise(sim: SimState, p: ImitationParams, mask: wp.array(dtype=wp.bool), buf: ImitationBuffers):
     """Rows of ``buf.obs_actor [N, actor_dim]`` where ``mask [N]``: the clean actor columns of ``buf.obs`` plus
     uniform noise in ``[-p.obs_noise[c], p.obs_noise[c]]`` per column, from the env's own random state
-    ``buf.noise_rng [N]`` (advanced). An unstable world's row stays zero."""
+    ``buf.noise_rng [N]`` (advanced). An unstable world's row stays zero. The history columns are left as they
+    are: they hold the noisy readings of earlier steps (:mod:`simppo.kernels.imitation.history`)."""
     env = wp.tid()
     if not mask[env]:
         return
     clean = sim.unstable[env] == 0
     state = buf.noise_rng[env]
+    history_lo, history_hi = p.history_block, p.history_block * (p.history_copies + 1)
     for c in range(buf.obs_actor.shape[1]):
+        if c >= history_lo and c < history_hi and clean:
+            continue
         v = float(0.0)
         if clean:
             v = buf.obs[env, c]

@@ -8,7 +8,8 @@ weight / σ vectors built from the env config, and the layout the float64 test o
 Two observation sets (``env.observations``, :data:`OBS_SETS`): ``default`` and ``deploy`` (what a real robot
 measures). :mod:`simppo.kernels.imitation.observations` writes each term at the column this layout gives it
 (:func:`obs_columns`); each actor term declares the noise added to the actor's view (``env.obs_noise``).
-Widths are symbolic: ``A`` joints, ``Nt`` tracked bodies; one block of future terms per future frame.
+Widths are symbolic: ``A`` joints, ``Nt`` tracked bodies; one block of future terms per future frame, and with
+``env.history_length`` H >= 2, H - 1 copies of the proprioceptive block from earlier control steps.
 """
 
 from __future__ import annotations
@@ -202,12 +203,17 @@ def obs_set(observations: str) -> ObsSet:
     return OBS_SETS[observations]
 
 
-def obs_terms(future_steps: list[int], privileged: bool, observations: str = "default"
+def obs_terms(future_steps: list[int], privileged: bool, observations: str = "default", history_length: int = 0
               ) -> list[tuple[str, ObsTerm, int | None]]:
-    """``(column name, term, future slot)`` in row order; the slot is ``i + 1`` for ``future_steps[i]`` (the
-    reference slot the kernel reads), ``None`` for once-per-row terms. Actor terms come first."""
+    """``(column name, term, slot)`` in row order; the slot is ``i + 1`` for ``future_steps[i]`` (the reference
+    slot the kernel reads), ``None`` for once-per-row terms and ``-h`` for a copy of a proprioceptive term ``h``
+    control steps ago: with ``history_length`` H >= 2 (Isaac Lab's ``history_length``: H control steps, this one
+    included), the set's proprioceptive block is followed by H - 1 copies of it, ``prev1_<term>`` (the step
+    before) to ``prev{H-1}_<term>``. Actor terms come first."""
     s = obs_set(observations)
     out = [(t.name, t, None) for t in s.proprio]
+    for h in range(1, history_length):
+        out += [(f"prev{h}_{t.name}", t, -h) for t in s.proprio]
     for i, k in enumerate(future_steps):
         out += [(f"future{k}_{t.name}", t, i + 1) for t in s.future]
     if privileged:
@@ -220,10 +226,10 @@ def obs_terms(future_steps: list[int], privileged: bool, observations: str = "de
 
 
 def obs_slices(num_joints: int, num_tracked: int, future_steps: list[int], privileged: bool,
-               observations: str = "default") -> dict[str, slice]:
+               observations: str = "default", history_length: int = 0) -> dict[str, slice]:
     """Named column ranges of the full (critic) row; the actor's row is the prefix of ``actor`` terms."""
     out, col = {}, 0
-    for name, term, _ in obs_terms(future_steps, privileged, observations):
+    for name, term, _ in obs_terms(future_steps, privileged, observations, history_length):
         width = term.width(num_joints, num_tracked)
         out[name] = slice(col, col + width)
         col += width
@@ -231,54 +237,63 @@ def obs_slices(num_joints: int, num_tracked: int, future_steps: list[int], privi
 
 
 def actor_obs_slices(num_joints: int, num_tracked: int, future_steps: list[int],
-                     observations: str = "default") -> dict[str, slice]:
+                     observations: str = "default", history_length: int = 0) -> dict[str, slice]:
     """Named column ranges of the actor's row (what a deployed policy is fed)."""
-    return obs_slices(num_joints, num_tracked, future_steps, False, observations)
+    return obs_slices(num_joints, num_tracked, future_steps, False, observations, history_length)
 
 
 def obs_dims(num_joints: int, num_tracked: int, future_steps: list[int], privileged: bool,
-             observations: str = "default") -> tuple[int, int]:
+             observations: str = "default", history_length: int = 0) -> tuple[int, int]:
     """``(actor_dim, full_dim)``."""
-    actor = sum(t.width(num_joints, num_tracked) for _, t, _ in obs_terms(future_steps, False, observations))
-    full = sum(t.width(num_joints, num_tracked) for _, t, _ in obs_terms(future_steps, privileged, observations))
-    return actor, full
+    def width(with_critic: bool) -> int:
+        return sum(t.width(num_joints, num_tracked)
+                   for _, t, _ in obs_terms(future_steps, with_critic, observations, history_length))
+    return width(False), width(privileged)
+
+
+def history_block(num_joints: int, num_tracked: int, observations: str = "default") -> int:
+    """Width of the proprioceptive block (the row's first columns); copy ``h`` of it (``prev{h}_*``) starts at
+    column ``h * width``."""
+    return sum(t.width(num_joints, num_tracked) for t in obs_set(observations).proprio)
 
 
 def obs_columns(num_joints: int, num_tracked: int, future_steps: list[int], privileged: bool,
-                observations: str = "default") -> tuple[list[int], list[list[int]]]:
+                observations: str = "default", history_length: int = 0) -> tuple[list[int], list[list[int]]]:
     """Start column of every kernel term (``-1``: not in the row): ``once [len(ONCE_TERM_NAMES)]`` and
-    ``future [F][len(FUTURE_TERM_NAMES)]`` (frame ``i`` = ``future_steps[i]``)."""
+    ``future [F][len(FUTURE_TERM_NAMES)]`` (frame ``i`` = ``future_steps[i]``). History columns are not written
+    by a term's writer: :mod:`simppo.kernels.imitation.history` carries them from step to step."""
     once = [-1] * len(ONCE_TERM_NAMES)
     future = [[-1] * len(FUTURE_TERM_NAMES) for _ in future_steps]
     col = 0
-    for _, term, slot in obs_terms(future_steps, privileged, observations):
+    for _, term, slot in obs_terms(future_steps, privileged, observations, history_length):
         if slot is None:
             once[ONCE_INDEX[term.name]] = col
-        else:
+        elif slot > 0:
             future[slot - 1][FUTURE_INDEX[term.name]] = col
         col += term.width(num_joints, num_tracked)
     return once, future
 
 
 def obs_noise_scales(num_joints: int, num_tracked: int, future_steps: list[int],
-                     observations: str = "default") -> list[float]:
-    """Noise half-width of every column of the actor's row (``[actor_dim]``)."""
+                     observations: str = "default", history_length: int = 0) -> list[float]:
+    """Noise half-width of every column of the actor's row (``[actor_dim]``); a history column holds its term's
+    noisy reading of that step (carried, not drawn again)."""
     out = []
-    for _, term, _ in obs_terms(future_steps, False, observations):
+    for _, term, _ in obs_terms(future_steps, False, observations, history_length):
         out += [float(term.noise)] * term.width(num_joints, num_tracked)
     return out
 
 
 def mirror_columns(joint_partner: list[int], joint_sign: list[float], tracked_partner: list[int],
-                   future_steps: list[int], privileged: bool, observations: str = "default"
-                   ) -> tuple[list[int], list[float]]:
+                   future_steps: list[int], privileged: bool, observations: str = "default",
+                   history_length: int = 0) -> tuple[list[int], list[float]]:
     """The mirror image of an observation row as a signed permutation ``(index, sign)``: column ``i`` of the
     mirrored row is ``sign[i] * row[index[i]]``. ``joint_partner [A]`` / ``joint_sign [A]``: the robot's joint
     mirror map (``RobotCfg.mirror_map``); ``tracked_partner [Nt]``: each tracked body's mirror partner (an index
     into the tracked bodies). The row is the actor's, or with ``privileged`` the critic's."""
     num_joints, num_tracked = len(joint_partner), len(tracked_partner)
     index, sign, col = [], [], 0
-    for name, term, _ in obs_terms(future_steps, privileged, observations):
+    for name, term, _ in obs_terms(future_steps, privileged, observations, history_length):
         if term.mirror == JOINT:
             if term.per_joint != 1 or term.const or term.per_tracked:
                 raise ValueError(f"observation term {name}: a joint term has one column per joint")
