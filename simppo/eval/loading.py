@@ -164,7 +164,7 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     the failing state stays readable), no clip-end truncation and no time-out. Physics, observations and rewards
     are unchanged; domain randomization and observation noise are off unless ``randomization``
     (``none`` | ``deploy``) / ``obs_noise`` ask for them (drawn from the run's seed: reproducible)."""
-    from simppo.envs.imitation.config import RANDOMIZATIONS, TerminationCurriculumCfg
+    from simppo.envs.imitation.config import RANDOMIZATIONS, RootAssistCfg, TerminationCurriculumCfg
 
     cfg = copy.deepcopy(env_cfg)
     name = randomization or "none"
@@ -177,6 +177,7 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     cfg.terminations.body_pos = math.inf
     # failures are flagged at the run's thresholds, not at a training curriculum's wider ones
     cfg.terminations.curriculum = TerminationCurriculumCfg()
+    cfg.assist = RootAssistCfg()  # a play is never held up
     cfg.truncate_at_clip_end = False
     cfg.max_episode_length_s = _EVAL_EPISODE_S
     if kinematic_replay is not None:

@@ -115,6 +115,41 @@ def test_simppo_train_humanoid_cli_end_to_end(tmp_path):
     assert state["epoch"] == 1 and "sampler" in state["env"]
 
 
+def test_root_assist_holds_the_robot_on_the_reference_and_fades(sim_cfg):
+    """A strong push (every joint's action at +1) in the walk: carried by the assist, the root stays on the
+    reference's path (horizontally, the axes it assists by default); without it, it leaves. The share fades by start / anneal_steps per step, resumes, and the
+    evaluation never assists."""
+    from simppo.envs.imitation.config import RootAssistCfg
+    from simppo.eval.loading import eval_env_cfg
+
+    def root_error(start: float, anneal_steps: int) -> tuple[list[float], HumanoidImitationEnv]:
+        cfg = replace(HumanoidImitationEnvCfg(), assist=RootAssistCfg(start=start, anneal_steps=anneal_steps))
+        env = HumanoidImitationEnv(cfg, num_envs=2, device="cpu", sim_cfg=sim_cfg)
+        walk = env.motion_lib.motion_names.index("walk")
+        env.reset_to(torch.full((2,), walk, dtype=torch.int32), torch.zeros(2))
+        out = []
+        for _ in range(30):
+            env.step(torch.full((2, env.num_actions), 1.0))
+            out.append(float((env.sim.qpos[:, :2] - env.ref.root_pos[:, 0, :2]).norm(dim=1).max()))
+        return out, env
+
+    held, env = root_error(1.0, 10**6)
+    free, _ = root_error(0.0, 10**6)
+    assert max(held) < 0.01 < 0.08 < max(free)
+    assert float(env.assist_alpha[0]) == pytest.approx(1.0 - 30e-6, abs=1e-6)
+    assert float(env.metrics()["env/assist"]) == pytest.approx(1.0 - 30e-6, abs=1e-6)
+    # the share falls to 0 in anneal_steps control steps and stays there
+    _, faded = root_error(0.5, 20)
+    assert float(faded.assist_alpha[0]) == 0.0
+    state = env.state_dict()
+    fresh = HumanoidImitationEnv(env.cfg, num_envs=2, device="cpu", sim_cfg=sim_cfg)
+    fresh.load_state_dict(state)
+    assert float(fresh.assist_alpha[0]) == float(env.assist_alpha[0])
+    assert "assist_alpha" not in HumanoidImitationEnv(HumanoidImitationEnvCfg(), 2, "cpu",
+                                                      sim_cfg=sim_cfg).state_dict()
+    assert not eval_env_cfg(env.cfg).assist.enabled
+
+
 def test_termination_curriculum_tightens_in_the_step_and_resumes(sim_cfg):
     from simppo.envs.imitation.config import TerminationCurriculumCfg
     from simppo.eval.loading import eval_env_cfg

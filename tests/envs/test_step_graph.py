@@ -7,15 +7,17 @@ import pytest
 import torch
 
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
-from simppo.envs.imitation.config import DeployRandomizationCfg
+from simppo.envs.imitation.config import DeployRandomizationCfg, RootAssistCfg
 from simppo.sim import SimCfg
 from tests.helpers import SyncCounter
 
 N = 8
 DEPLOY = replace(HumanoidImitationEnvCfg(), observations="deploy", obs_noise=True,
-                 randomization=DeployRandomizationCfg(push_interval_s=[0.04, 0.1], action_delay_steps=[0, 1]))
+                 randomization=DeployRandomizationCfg(push_interval_s=[0.04, 0.1], action_delay_steps=[0, 1]),
+                 assist=RootAssistCfg(start=0.5, anneal_steps=20))  # held for the first half of the steps
 COMPARED = ("obs_full", "obs_actor", "terminal_obs_full", "reward", "reward_terms", "terminated", "truncated",
-            "done", "done_stats", "motion_ids", "times", "episode_length", "step_unstable", "action_history")
+            "done", "done_stats", "motion_ids", "times", "episode_length", "step_unstable", "action_history",
+            "assist_alpha")
 
 
 def _env(cfg: HumanoidImitationEnvCfg, graph: bool, backend: str = "mjwarp") -> HumanoidImitationEnv:

@@ -47,6 +47,33 @@ class TerminationCurriculumCfg:
 
 
 @dataclass
+class RootAssistCfg:
+    """A virtual harness for early training (:mod:`simppo.kernels.imitation.assist`): before each control step's
+    physics the root's horizontal velocity moves a share ``start`` of the way to the velocity that follows the
+    reference root (closing the position error in ``tau_s``), and that share falls linearly to 0 over
+    ``anneal_steps`` control steps (from then on training is unassisted). ``vertical`` / ``rotation`` assist the
+    root's height / orientation too (a harness that also holds the robot up and upright). ``start=0``: off. The
+    evaluation never assists."""
+
+    start: float = 0.0
+    anneal_steps: int = 6000  # 1.5 M samples at 256 envs
+    tau_s: float = 0.1
+    vertical: bool = False
+    rotation: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.start <= 1.0:
+            raise ValueError(f"env.assist.start={self.start}: must be in [0, 1] (0: off)")
+        if not (isinstance(self.anneal_steps, int) and self.anneal_steps >= 1 and self.tau_s > 0.0):
+            raise ValueError(f"env.assist: anneal_steps={self.anneal_steps} must be an integer >= 1 and "
+                             f"tau_s={self.tau_s} > 0")
+
+    @property
+    def enabled(self) -> bool:
+        return self.start > 0.0
+
+
+@dataclass
 class TerminationCfg:
     anchor_height: float = 0.25  # |ref - robot| anchor height (m)
     anchor_ori: float = 0.8  # |ref - robot| z component of gravity in the anchor frame
@@ -158,6 +185,7 @@ class HumanoidImitationEnvCfg:
     sigmas: RewardSigmasCfg = field(default_factory=RewardSigmasCfg)
     terminations: TerminationCfg = field(default_factory=TerminationCfg)
     sampling: AdaptiveSamplingCfg = field(default_factory=AdaptiveSamplingCfg)
+    assist: RootAssistCfg = field(default_factory=RootAssistCfg)  # a fading root harness for early training
 
     def __post_init__(self) -> None:
         if not (isinstance(self.history_length, int) and self.history_length >= 0):

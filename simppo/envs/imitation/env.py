@@ -29,6 +29,7 @@ from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.envs.imitation.symmetry import mirror_symmetry
 from simppo.kernels.imitation import spec
 from simppo.kernels.imitation.actions import apply_actions
+from simppo.kernels.imitation.assist import RootAssist, assist_root
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
 from simppo.kernels.imitation.curriculum import TerminationCurriculum, update_termination_scale
 from simppo.kernels.imitation.episodes import EpisodeBuffers, advance_clock, close_episodes, copy_rows, record_step
@@ -130,6 +131,7 @@ class HumanoidImitationEnv(VecEnv):
         curriculum = cfg.terminations.curriculum
         self.termination_scale = torch.full((1,), curriculum.start_scale, **f32)
         self._termination_rate = torch.zeros(1, **f32)
+        self.assist_alpha = torch.full((1,), cfg.assist.start, **f32)  # the root assist's share this step
         self._termination_count = torch.zeros(1, **f32)
         self.randomizer = Randomizer(cfg.randomization, self.sim, self.default_joint_pos, self.action_delay,
                                      self.anchor_id, seed)
@@ -146,6 +148,7 @@ class HumanoidImitationEnv(VecEnv):
         self.params = self._build_params()
         self.buf = self._bind_buffers()
         self.curriculum = self._bind_curriculum() if curriculum.enabled else None
+        self.assist = self._bind_assist() if cfg.assist.enabled and not cfg.kinematic_replay else None
         self.ref_wp = self.motion_lib.warp_state(self.ref)
         self._wp_all = warp_view(self.all_envs, wp.bool)
         self._wp_reset_mask = warp_view(self.reset_mask, wp.bool)
@@ -264,6 +267,14 @@ class HumanoidImitationEnv(VecEnv):
         c.lo, c.hi = 1.0, float(cfg.start_scale)
         return c
 
+    def _bind_assist(self) -> RootAssist:
+        cfg = self.cfg.assist
+        a = RootAssist()
+        a.alpha = warp_view(self.assist_alpha)
+        a.decrement, a.inv_tau = float(cfg.start / cfg.anneal_steps), float(1.0 / cfg.tau_s)
+        a.vertical, a.rotation = int(cfg.vertical), int(cfg.rotation)
+        return a
+
     @property
     def obs_slices(self) -> dict[str, slice]:
         """Named column ranges of ``critic_obs`` (the actor's ``obs`` is its first ``actor_dim`` columns)."""
@@ -345,6 +356,8 @@ class HumanoidImitationEnv(VecEnv):
             self._write_reference_into_sim()
         else:
             self.randomizer.push(self.sim.state)
+            if self.assist is not None:
+                assist_root(self.ref_wp, self.assist, self.sim.state)
             self.sim.step()
         self._compute_rewards_and_dones()
         record_step(self.sim.state, self.episodes)
@@ -453,6 +466,8 @@ class HumanoidImitationEnv(VecEnv):
         out.update(self.sim.metrics())  # env/overflow (MJWarp)
         if self.curriculum is not None:
             out["env/termination_scale"] = self.termination_scale[0]
+        if self.assist is not None:
+            out["env/assist"] = self.assist_alpha[0]
         self._error_sum.zero_()
         self._error_count = 0
         return out
@@ -475,6 +490,7 @@ class HumanoidImitationEnv(VecEnv):
             "randomization": self.randomizer.state_dict(),
             **({"termination_curriculum": torch.cat([self.termination_scale, self._termination_rate])}
                if self.curriculum is not None else {}),
+            **({"assist_alpha": self.assist_alpha.clone()} if self.assist is not None else {}),
             **({"obs_history": torch.cat([rows[:, self._history_cols] for rows in self._history_rows()], dim=1)}
                if self.params.history_copies > 0 else {}),
         }
@@ -498,6 +514,8 @@ class HumanoidImitationEnv(VecEnv):
         if self.curriculum is not None:
             self.termination_scale.copy_(state["termination_curriculum"][:1])
             self._termination_rate.copy_(state["termination_curriculum"][1:])
+        if self.assist is not None:
+            self.assist_alpha.copy_(state["assist_alpha"])
         if self.params.history_copies > 0:
             cols = self._history_cols
             for rows, saved in zip(self._history_rows(), state["obs_history"].split(cols.stop - cols.start, dim=1),
