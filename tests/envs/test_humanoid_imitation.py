@@ -117,8 +117,8 @@ def test_simppo_train_humanoid_cli_end_to_end(tmp_path):
 
 def test_root_assist_holds_the_robot_on_the_reference_and_fades(sim_cfg):
     """A strong push (every joint's action at +1) in the walk: carried by the assist, the root stays on the
-    reference's path (horizontally, the axes it assists by default); without it, it leaves. The share fades by start / anneal_steps per step, resumes, and the
-    evaluation never assists."""
+    reference's path (horizontally, the axes it assists by default); without it, it leaves. The share fades by
+    start / anneal_steps per step, resumes, and the evaluation never assists."""
     from simppo.envs.imitation.config import RootAssistCfg
     from simppo.eval.loading import eval_env_cfg
 
