@@ -9,44 +9,31 @@ from simppo.kernels.imitation.assist import RootAssist, assist_root
 from simppo.kernels.motion_interp import MotionStateWp
 from simppo.kernels.types import SimState
 from simppo.utils.device import init_warp, warp_view
+from tests.envs.imitation_reference import f64, q_conj, q_mul, q_normalize, q_rotate, q_rotate_inv
 
 
-def _qmul(a, b):
-    aw, av, bw, bv = a[..., :1], a[..., 1:], b[..., :1], b[..., 1:]
-    return np.concatenate([aw * bw - (av * bv).sum(-1, keepdims=True),
-                           aw * bv + bw * av + np.cross(av, bv)], -1)
-
-
-def _rotate(q, v):
-    """``v`` rotated by the unit quaternions ``q`` (wxyz), through the rotation matrix."""
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    m = np.stack([np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-                  np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-                  np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)], -2)
-    return np.einsum("...ij,...j->...i", m, v)
-
-
-def _rotvec(q):
-    q = np.where(q[..., :1] < 0, -q, q)
-    s = np.linalg.norm(q[..., 1:], axis=-1, keepdims=True)
-    return q[..., 1:] / s * 2.0 * np.arctan2(s, q[..., :1])
+def _rotvec(q: torch.Tensor) -> torch.Tensor:
+    """Rotation vector (axis * angle, angle in [0, pi]) of unit quaternions ``q`` (wxyz)."""
+    q = torch.where(q[..., :1] < 0, -q, q)
+    s = q[..., 1:].norm(dim=-1, keepdim=True)
+    return q[..., 1:] / s * 2.0 * torch.atan2(s, q[..., :1])
 
 
 def _reference(qpos, qvel, ref, alpha, tau, vertical, rotation):
     """Float64: the free joint's velocity (world linear, body angular) a share ``alpha`` of the way to the one
     that follows the reference root and closes the pose error in ``tau``, on the assisted axes."""
-    out = qvel.copy()
-    p, q = qpos[:, :3], qpos[:, 3:7] / np.linalg.norm(qpos[:, 3:7], axis=1, keepdims=True)
+    qpos, qvel, ref = f64(torch.as_tensor(qpos)), f64(torch.as_tensor(qvel)), {k: f64(torch.as_tensor(v))
+                                                                               for k, v in ref.items()}
+    out = qvel.clone()
+    p, q = qpos[:, :3], q_normalize(qpos[:, 3:7])
     v_des = ref["root_lin_vel_w"] + (ref["root_pos"] - p) / tau
     axes = 3 if vertical else 2
     out[:, :axes] = qvel[:, :axes] + alpha * (v_des[:, :axes] - qvel[:, :axes])
     if rotation:
-        conj = q * np.array([1.0, -1.0, -1.0, -1.0])
-        qr = ref["root_quat"] / np.linalg.norm(ref["root_quat"], axis=1, keepdims=True)
-        w = _rotate(q, qvel[:, 3:6])
-        w_des = ref["root_ang_vel_w"] + _rotvec(_qmul(qr, conj)) / tau
-        out[:, 3:6] = _rotate(conj, w + alpha * (w_des - w))
-    return out
+        w = q_rotate(q, qvel[:, 3:6])
+        w_des = ref["root_ang_vel_w"] + _rotvec(q_mul(q_normalize(ref["root_quat"]), q_conj(q))) / tau
+        out[:, 3:6] = q_rotate_inv(q, w + alpha * (w_des - w))
+    return out.numpy()
 
 
 def _case(n=9, nq=12, seed=0):
@@ -107,8 +94,8 @@ def test_full_assist_makes_the_root_follow_the_reference():
     ref["root_pos"], ref["root_quat"] = qpos[:, :3].copy(), qpos[:, 3:7].copy()
     t = _launch(qpos, qvel, ref, 1.0, 0.0, 0.1, True, True)
     np.testing.assert_allclose(t["qvel"][:, :3].numpy(), ref["root_lin_vel_w"], atol=1e-5)
-    conj = qpos[:, 3:7] * np.array([1.0, -1.0, -1.0, -1.0])
-    np.testing.assert_allclose(t["qvel"][:, 3:6].numpy(), _rotate(conj, ref["root_ang_vel_w"]), atol=1e-5)
+    want = q_rotate_inv(f64(torch.as_tensor(qpos[:, 3:7])), f64(torch.as_tensor(ref["root_ang_vel_w"])))
+    np.testing.assert_allclose(t["qvel"][:, 3:6].numpy(), want.numpy(), atol=1e-5)
 
 
 def test_no_assist_once_faded_out():
