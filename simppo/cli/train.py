@@ -93,6 +93,20 @@ def run_files(run_dir: Path) -> list[Path]:
     return found
 
 
+def assist_notice(cfg: TrainCfg) -> str | None:
+    """A one-line notice when the env's root assist (``env.assist``) fades out later than the run stops: the policy
+    it ends with still leans on the harness the evaluation never gives; ``None`` otherwise."""
+    assist = getattr(cfg.env, "assist", None)
+    if assist is None or not assist.enabled:
+        return None
+    steps = cfg.max_epochs * cfg.agent.num_steps
+    if steps > assist.anneal_steps:
+        return None
+    return (f"simppo-train: note: env.assist fades out over {assist.anneal_steps} control steps and this run stops "
+            f"after {steps} (max_epochs x agent.num_steps): its policy will still lean on the harness; raise "
+            f"max_epochs, shorten env.assist.anneal_steps or set env.assist.start=0")
+
+
 def check_values(cfg: TrainCfg) -> None:
     """Raise :class:`UsageError` for a value no run can use (the types are Hydra's; this checks ranges)."""
     a = cfg.agent
@@ -356,6 +370,9 @@ def run(cfg_node) -> None:
                              OmegaConf.to_container(cfg_node, resolve=True))
         runner.logger = logger
     ranks = f" ranks={world} (num_envs per rank)" if world > 1 else ""
+    notice = assist_notice(cfg)
+    if notice:
+        say(notice, flush=True)
     try:
         with StopOnSignal(runner):
             say(f"simppo-train: {type(env).__name__} num_envs={cfg.num_envs}{ranks} device={device} "

@@ -176,8 +176,8 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     # the global drift is judged by the evaluation's own rule (max_body_error_m, the same for every run)
     cfg.terminations.body_pos = math.inf
     # failures are flagged at the run's thresholds, not at a training curriculum's wider ones
-    cfg.terminations.curriculum = TerminationCurriculumCfg()
-    cfg.assist = RootAssistCfg()  # a play is never held up
+    cfg.terminations.curriculum = TerminationCurriculumCfg(start_scale=1.0)
+    cfg.assist = RootAssistCfg(start=0.0)  # a play is never held up
     cfg.truncate_at_clip_end = False
     cfg.max_episode_length_s = _EVAL_EPISODE_S
     if kinematic_replay is not None:

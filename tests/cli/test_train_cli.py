@@ -63,3 +63,21 @@ def test_second_signal_exits_at_once(tmp_path):
     proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM
     assert not (tmp_path / "run" / "last.ckpt").exists()
+
+
+def test_a_run_shorter_than_the_root_assists_fade_is_told_so():
+    """The default harness fades over env.assist.anneal_steps control steps; a run that stops before (the CLI's
+    max_epochs x agent.num_steps) gets a one-line notice naming the keys, a longer one or one without it none."""
+    from simppo.cli.train import assist_notice, compose_training
+
+    def cfg(*overrides: str):
+        return compose_training(["experiment_name=t", *overrides], "cpu")
+
+    default = cfg("env=humanoid_imitation")
+    assert default.env.assist.enabled and assist_notice(default) is None  # the default run outlives the fade
+    short = cfg("env=humanoid_imitation", "max_epochs=10")
+    notice = assist_notice(short)
+    assert notice is not None and "\n" not in notice
+    assert f"after {10 * short.agent.num_steps}" in notice and "env.assist.start=0" in notice
+    assert assist_notice(cfg("env=humanoid_imitation", "max_epochs=10", "env.assist.start=0")) is None
+    assert assist_notice(cfg("env=pendulum", "max_epochs=10")) is None

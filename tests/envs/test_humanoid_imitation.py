@@ -145,8 +145,9 @@ def test_root_assist_holds_the_robot_on_the_reference_and_fades(sim_cfg):
     fresh = HumanoidImitationEnv(env.cfg, num_envs=2, device="cpu", sim_cfg=sim_cfg)
     fresh.load_state_dict(state)
     assert float(fresh.assist_alpha[0]) == float(env.assist_alpha[0])
-    assert "assist_alpha" not in HumanoidImitationEnv(HumanoidImitationEnvCfg(), 2, "cpu",
-                                                      sim_cfg=sim_cfg).state_dict()
+    off = replace(HumanoidImitationEnvCfg(), assist=RootAssistCfg(start=0.0))
+    assert "assist_alpha" not in HumanoidImitationEnv(off, 2, "cpu", sim_cfg=sim_cfg).state_dict()
+    assert HumanoidImitationEnvCfg().assist.enabled  # training is carried by default
     assert not eval_env_cfg(env.cfg).assist.enabled
 
 
