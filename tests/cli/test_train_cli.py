@@ -66,16 +66,16 @@ def test_second_signal_exits_at_once(tmp_path):
 
 
 def test_a_run_shorter_than_the_root_assists_fade_is_told_so():
-    """The default harness fades over env.assist.anneal_steps control steps; a run that stops before (the CLI's
+    """The harness fades over env.assist.anneal_steps control steps; a run that stops before (the CLI's
     max_epochs x agent.num_steps) gets a one-line notice naming the keys, a longer one or one without it none."""
     from simppo.cli.train import assist_notice, compose_training
 
     def cfg(*overrides: str):
         return compose_training(["experiment_name=t", *overrides], "cpu")
 
-    default = cfg("env=humanoid_imitation")
-    assert default.env.assist.enabled and assist_notice(default) is None  # the default run outlives the fade
-    short = cfg("env=humanoid_imitation", "max_epochs=10")
+    on = cfg("env=humanoid_imitation", "env.assist.start=1")
+    assert on.env.assist.enabled and assist_notice(on) is None  # the default run length outlives the fade
+    short = cfg("env=humanoid_imitation", "env.assist.start=1", "max_epochs=10")
     notice = assist_notice(short)
     assert notice is not None and "\n" not in notice
     assert f"after {10 * short.agent.num_steps}" in notice and "env.assist.start=0" in notice
