@@ -8,15 +8,9 @@ import warp as wp
 from simppo.kernels.imitation.assist import RootAssist, assist_root
 from simppo.kernels.motion_interp import MotionStateWp
 from simppo.kernels.types import SimState
+from simppo.motion.kinematics import quat_to_axis_angle
 from simppo.utils.device import init_warp, warp_view
 from tests.envs.imitation_reference import f64, q_conj, q_mul, q_normalize, q_rotate, q_rotate_inv
-
-
-def _rotvec(q: torch.Tensor) -> torch.Tensor:
-    """Rotation vector (axis * angle, angle in [0, pi]) of unit quaternions ``q`` (wxyz)."""
-    q = torch.where(q[..., :1] < 0, -q, q)
-    s = q[..., 1:].norm(dim=-1, keepdim=True)
-    return q[..., 1:] / s * 2.0 * torch.atan2(s, q[..., :1])
 
 
 def _reference(qpos, qvel, ref, alpha, tau, vertical, rotation):
@@ -31,7 +25,8 @@ def _reference(qpos, qvel, ref, alpha, tau, vertical, rotation):
     out[:, :axes] = qvel[:, :axes] + alpha * (v_des[:, :axes] - qvel[:, :axes])
     if rotation:
         w = q_rotate(q, qvel[:, 3:6])
-        w_des = ref["root_ang_vel_w"] + _rotvec(q_mul(q_normalize(ref["root_quat"]), q_conj(q))) / tau
+        error = q_mul(q_normalize(ref["root_quat"]), q_conj(q))  # the reference root's rotation from the robot's
+        w_des = ref["root_ang_vel_w"] + torch.as_tensor(quat_to_axis_angle(error.numpy())) / tau
         out[:, 3:6] = q_rotate_inv(q, w + alpha * (w_des - w))
     return out.numpy()
 
