@@ -173,3 +173,23 @@ def test_termination_curriculum_tightens_in_the_step_and_resumes(sim_cfg):
     # evaluation judges at the run's own thresholds
     assert "termination_curriculum" not in HumanoidImitationEnv(base, 2, "cpu", sim_cfg=sim_cfg).state_dict()
     assert not eval_env_cfg(cfg).terminations.curriculum.enabled
+
+
+def test_sampler_split_by_rate_counts_every_env_step_and_resumes(sim_cfg):
+    from simppo.envs.imitation.sampler import AdaptiveSamplingCfg
+
+    base = HumanoidImitationEnvCfg()
+    cfg = replace(base, sampling=AdaptiveSamplingCfg(motion_split="rate"))
+    env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    env.reset()
+    for _ in range(5):  # the first step eager, the others replayed from the step graph where it can be captured
+        env.step(torch.zeros(4, env.num_actions))
+    alpha = cfg.sampling.ema_alpha
+    want = 4 * alpha * sum((1 - alpha) ** k for k in range(5))  # each env's step counts once towards its motion
+    assert float(env.sampler.visits().sum()) == pytest.approx(want, rel=1e-5)
+    fresh = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    fresh.load_state_dict(env.state_dict())
+    torch.testing.assert_close(fresh.sampler.visits(), env.sampler.visits())
+    torch.testing.assert_close(fresh.sampler.cdf, env.sampler.cdf)
+    # split by count, the state keeps its layout (checkpoints of other runs resume)
+    assert "motion_visits" not in HumanoidImitationEnv(base, 2, "cpu", sim_cfg=sim_cfg).state_dict()["sampler"]

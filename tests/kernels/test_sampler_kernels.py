@@ -17,18 +17,25 @@ def _sampler(lengths, weights, num_envs=1, **cfg) -> AdaptiveSampler:
                            seed=3)
 
 
-def _reference_probabilities(s: AdaptiveSampler, ema: np.ndarray) -> np.ndarray:
+def _reference_probabilities(s: AdaptiveSampler, ema: np.ndarray, visits: np.ndarray | None = None) -> np.ndarray:
     """p[b] ∝ sum_k kernel[k] ema[ahead[k, b]] + uniform_ratio * uniform[b]; then a share motion_floor of the mass
-    moved to each motion in proportion to its weight, spread over its bins as p is: in float64, motion by motion."""
+    moved to each motion in proportion to its weight, spread over its bins as p is: in float64, motion by motion.
+    With ``visits [M]`` (the split by rate) the rest goes to each motion by its failures over its visits."""
     kernel, ahead = s.kernel.double().numpy(), s.ahead.long().numpy()
     smoothed = (kernel[:, None] * ema[ahead]).sum(0)
     p = smoothed + float(np.float32(s.cfg.uniform_ratio)) * s.uniform_probs.double().numpy()  # a float32 parameter
     p = p / p.sum()
     weights = s.motion_weights.double().numpy()
     out = np.empty_like(p)
-    for m, (first, n) in enumerate(zip(s.bin_offset.tolist(), s.motion_num_bins.tolist(), strict=True)):
+    spans = list(zip(s.bin_offset.tolist(), s.motion_num_bins.tolist(), strict=True))
+    if visits is not None:
+        failures = np.array([ema[first:first + n].sum() for first, n in spans])
+        rates = np.divide(failures, visits, out=np.zeros_like(failures), where=visits > 0)
+        share = rates / rates.sum() if rates.sum() > 0 else weights
+    for m, (first, n) in enumerate(spans):
         own = p[first:first + n]
-        out[first:first + n] = (1 - s.cfg.motion_floor) * own + s.cfg.motion_floor * weights[m] * own / own.sum()
+        rest = (1 - s.cfg.motion_floor) * (own if visits is None else share[m] * own / own.sum())
+        out[first:first + n] = rest + s.cfg.motion_floor * weights[m] * own / own.sum()
     return out / out.sum()  # the float32 weights sum to 1 only within rounding
 
 
@@ -95,6 +102,51 @@ def test_motion_floor_keeps_each_motion_its_share_of_the_starts():
     np.testing.assert_allclose(shares[0.5], 0.5 * shares[0.0] + 0.5 * shares[1.0], rtol=1e-6)
     with pytest.raises(ValueError, match="motion_floor"):
         AdaptiveSamplingCfg(motion_floor=1.5)
+
+
+def test_split_by_rate_counts_visits_and_shares_by_failures_per_step():
+    """By count, a long clip failing as often per step as a short one takes the failure-driven share in proportion
+    to the envs it holds; by rate the two take it equally. Visits and failures are folded by the same lazy EMA."""
+    lengths, weights = [30.0, 3.0, 4.0], [1.0, 1.0, 1.0]
+    s = _sampler(lengths, weights, num_envs=64, motion_split="rate", ema_alpha=0.5, smoothing_kernel_size=2)
+    rng = np.random.default_rng(4)
+    ref_ema, ref_visits = np.zeros(s.num_bins), np.zeros(3)
+    for _ in range(80):  # past the fold of the scale (step 67)
+        ids = rng.choice(3, size=64, p=[0.8, 0.15, 0.05]).astype(np.int32)  # the long clip holds most envs
+        times = (rng.uniform(size=64) * np.asarray(lengths)[ids]).astype(np.float32)
+        term = rng.uniform(size=64) < np.array([0.1, 0.1, 0.0])[ids]  # motions 0 and 1 fail at the same rate
+        s.update(torch.from_numpy(ids), torch.from_numpy(times), torch.from_numpy(term))
+        counts = np.zeros(s.num_bins)
+        np.add.at(counts, s.bins_of(torch.from_numpy(ids), torch.from_numpy(times)).numpy(), term)
+        ref_ema = 0.5 * ref_ema + 0.5 * counts
+        ref_visits = 0.5 * ref_visits + 0.5 * np.bincount(ids, minlength=3)
+    np.testing.assert_allclose(s.visits().double().numpy(), ref_visits, rtol=2e-6)
+    np.testing.assert_allclose(s.ema().double().numpy(), ref_ema, rtol=2e-6, atol=1e-30)
+    p = _reference_probabilities(s, ref_ema, ref_visits)
+    np.testing.assert_allclose(np.diff(s.cdf.numpy(), prepend=0.0) / s.cdf.numpy()[-1], p, rtol=1e-5, atol=1e-12)
+    np.testing.assert_allclose(s.probabilities().double().numpy(), p, rtol=1e-5, atol=1e-9)
+
+    # hand-set: equal rates, a 10:1 count; the motion that never fails keeps its floor share only
+    s.failure_ema.zero_()
+    s.failure_ema[0:30] = 1.0 / 30  # 1 failure per step among the 100 envs of the long clip
+    s.failure_ema[30:33] = 0.1 / 3  # 0.1 among the 10 of the short one: the same rate
+    s.motion_visits.copy_(torch.tensor([100.0, 10.0, 10.0]))
+    s.scale.fill_(1.0)
+    s.refresh()
+    shares = s.motion_shares().double().numpy()
+    np.testing.assert_allclose(shares, [0.25 + 0.5 / 3, 0.25 + 0.5 / 3, 0.5 / 3], rtol=1e-5)
+    count = _sampler(lengths, weights, smoothing_kernel_size=2)
+    count.failure_ema.copy_(s.failure_ema)
+    count.refresh()
+    assert count.motion_shares()[0] > 0.55  # by count the long clip takes most of the failure-driven half
+    # the state round-trips (and a state saved by count, without visits, loads with visits at zero)
+    again = _sampler(lengths, weights, num_envs=64, motion_split="rate", ema_alpha=0.5, smoothing_kernel_size=2)
+    again.load_state_dict(s.state_dict())
+    torch.testing.assert_close(again.cdf, s.cdf)
+    again.load_state_dict(count.state_dict())
+    assert not again.visits().any()
+    with pytest.raises(ValueError, match="motion_split"):
+        AdaptiveSamplingCfg(motion_split="share")
 
 
 def test_draws_pass_a_chi_square_test_against_their_distribution():

@@ -17,6 +17,9 @@ That rule is made for one clip. Over a motion set the clips that still fail take
 clips already tracked get almost none and are forgotten (docs/learning.md measures it). So a share
 ``motion_floor`` of the starts is spread over the motions by their weights, each motion's share drawn over its
 own bins by the rule above; the rest follows the rule across all motions. ``motion_floor = 0`` is the rule alone.
+``motion_split = "rate"`` splits that rest over the motions by their failure rates (failures per env-step) instead
+of their failure counts: a count grows with the starts a motion already has, so under counts a long clip that
+fails everywhere takes the whole failure-driven share from a short clip that fails as often.
 
 The work is done by the Warp kernels of :mod:`simppo.kernels.imitation.sampler`: a step writes only the bins of
 the envs that terminated (the EMA is kept divided by a decay scale on the device), the distribution is folded into
@@ -42,6 +45,8 @@ from simppo.kernels.imitation.sampler import (
 )
 from simppo.utils.device import torch_stream_scope, warp_device, warp_view
 
+MOTION_SPLITS = ("count", "rate")
+
 
 @dataclass
 class AdaptiveSamplingCfg:
@@ -52,6 +57,9 @@ class AdaptiveSamplingCfg:
     # share of the starts spread over the motions by their weights (each over its own bins by its failures);
     # the rest goes where the failures are, across motions
     motion_floor: float = 0.5
+    # how the rest is split over the motions: "count" (by their failures: the rule across all bins) or "rate" (by
+    # failures per env-step of each motion, each motion's part drawn over its own bins by the rule)
+    motion_split: str = "count"
     smoothing_kernel_size: int = 3  # bins ahead (this one included) whose failures a bin is credited with
     smoothing_lambda: float = 0.8  # weight of the k-th bin ahead: lambda ** k (normalised)
     # Above this many bins (large motion sets) the distribution is refolded every refresh_every steps (at most one
@@ -62,6 +70,8 @@ class AdaptiveSamplingCfg:
     def __post_init__(self) -> None:
         if not 0.0 <= self.motion_floor <= 1.0:
             raise ValueError(f"env.sampling.motion_floor={self.motion_floor}: must be in [0, 1]")
+        if self.motion_split not in MOTION_SPLITS:
+            raise ValueError(f"env.sampling.motion_split={self.motion_split!r}: must be one of {list(MOTION_SPLITS)}")
 
 
 def _wp(x: torch.Tensor | wp.array, dtype=None) -> wp.array:
@@ -111,12 +121,16 @@ class AdaptiveSampler:
         self.amortized = self.num_bins > cfg.large_bins
         # device state: stored EMA, decay scale, steps since the refresh, CDF, scan scratch, random streams
         self.failure_ema = torch.zeros(self.num_bins, dtype=torch.float32, device=device)
+        self.motion_visits = torch.zeros(len(nbins), dtype=torch.float32, device=device)  # stored, like failure_ema
         self.scale = torch.ones(1, dtype=torch.float64, device=device)
         self.steps = torch.zeros(1, **i32)
         f64 = {"dtype": torch.float64, "device": device}
         self.cdf = torch.zeros(self.num_bins, **f64)
         self._weight = torch.zeros(self.num_bins, **f64)
         self._motion_factor = torch.zeros(len(nbins), **f64)
+        self._motion_own = torch.zeros(len(nbins), **f64)
+        self._motion_rate = torch.zeros(len(nbins), **f64)
+        self._rate_total = torch.zeros(1, **f64)
         self._chunk_sum = torch.zeros(num_chunks(self.num_bins), **f64)
         self._total = torch.zeros(1, **f64)
         self.rng = rng_states(self.seed, RNG_SAMPLER, num_envs, device)
@@ -129,11 +143,14 @@ class AdaptiveSampler:
                      "bin_motion", "bin_index", "uniform_probs", "ahead", "kernel"):
             setattr(t, name, warp_view(getattr(self, name)))
         t.bin_size, t.ema_alpha, t.uniform_ratio = float(cfg.bin_size_s), float(cfg.ema_alpha), float(cfg.uniform_ratio)
-        t.motion_floor = float(cfg.motion_floor)
+        t.motion_floor, t.split_by_rate = float(cfg.motion_floor), int(cfg.motion_split == "rate")
         t.init_start_prob, t.enabled = self.init_start_prob, int(cfg.enabled)
         t.refresh_every = max(1, int(cfg.refresh_every)) if self.amortized else 1
         s = SamplerState()
         s.stored_ema, s.scale, s.steps = warp_view(self.failure_ema), warp_view(self.scale), warp_view(self.steps)
+        s.stored_visits = warp_view(self.motion_visits)
+        s.motion_own, s.motion_rate = warp_view(self._motion_own), warp_view(self._motion_rate)
+        s.rate_total = warp_view(self._rate_total)
         s.cdf, s.chunk_sum, s.rng = warp_view(self.cdf), warp_view(self._chunk_sum), warp_view(self.rng, wp.uint32)
         s.weight, s.motion_factor, s.total = warp_view(self._weight), warp_view(self._motion_factor), \
             warp_view(self._total)
@@ -165,6 +182,16 @@ class AdaptiveSampler:
         """The failure EMA ``[num_bins]``."""
         return (self.failure_ema.double() * self.scale).float()
 
+    def visits(self) -> torch.Tensor:
+        """The EMA of each motion's env-steps ``[num_motions]`` (counted with ``motion_split="rate"`` only)."""
+        return (self.motion_visits.double() * self.scale).float()
+
+    def failure_rates(self) -> torch.Tensor:
+        """Each motion's failures per env-step ``[num_motions]`` (float64; 0 before its first visit)."""
+        visits = self.visits().double()
+        failures = self._per_motion(self.ema().double())
+        return torch.where(visits > 0, failures / visits.clamp_min(1e-300), 0.0)
+
     def probabilities(self) -> torch.Tensor:
         """Sampling distribution over bins ``[num_bins]`` from the current EMA (the draws use the last refresh)."""
         if not self.cfg.enabled:
@@ -172,9 +199,14 @@ class AdaptiveSampler:
         smoothed = (self.kernel[:, None] * self.ema()[self.ahead.long()]).sum(0)
         p = (smoothed + self.cfg.uniform_ratio * self.uniform_probs).double()
         own = self._per_motion(p)
-        floor = self.cfg.motion_floor
-        balanced = torch.where(own > 0, floor * self.motion_weights.double() / own.clamp_min(1e-300), 0.0)
-        p = p * ((1.0 - floor) / p.sum() + balanced[self.bin_motion.long()])
+        floor, w = self.cfg.motion_floor, self.motion_weights.double()
+        if self.cfg.motion_split == "rate":
+            rates = self.failure_rates()
+            share = rates / rates.sum() if rates.sum() > 0 else w
+            factor = torch.where(own > 0, ((1.0 - floor) * share + floor * w) / own.clamp_min(1e-300), 0.0)
+        else:
+            factor = (1.0 - floor) / p.sum() + torch.where(own > 0, floor * w / own.clamp_min(1e-300), 0.0)
+        p = p * factor[self.bin_motion.long()]
         return (p / p.sum()).float()
 
     def _per_motion(self, per_bin: torch.Tensor) -> torch.Tensor:
@@ -204,18 +236,22 @@ class AdaptiveSampler:
             draw_starts(self.tables, self.state, _wp(mask, wp.bool), _wp(motion_ids_out), _wp(times_out))
 
     def state_dict(self) -> dict:
-        return {"failure_ema": self.ema().clone(), "rng": self.rng.clone()}
+        visits = {"motion_visits": self.visits().clone()} if self.cfg.motion_split == "rate" else {}
+        return {"failure_ema": self.ema().clone(), **visits, "rng": self.rng.clone()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore the failure EMA (and the random streams when the state has them and the env count matches). A
         state with fewer bins comes from a motion set that has since grown by appended motions (the motion-set
         check of the checkpoint has verified the old ones are unchanged): their bins keep their EMA, the new bins
-        start at zero."""
+        start at zero, and so do the motions' visits (and all of them for a state saved before they were kept)."""
         ema = state["failure_ema"]
         if ema.shape[0] > self.num_bins:
             raise ValueError(f"sampler state has {ema.shape[0]} bins, this motion set {self.num_bins}")
         self.failure_ema.zero_()
         self.failure_ema[:ema.shape[0]].copy_(ema)
+        visits = state.get("motion_visits", self.motion_visits[:0])
+        self.motion_visits.zero_()
+        self.motion_visits[:visits.shape[0]].copy_(visits[:self.motion_visits.shape[0]])
         self.scale.fill_(1.0)
         self.steps.zero_()
         rng = state.get("rng")

@@ -14,10 +14,16 @@ is BeyondMimic's rule for one clip. Over a motion library it lets the clips that
     P[b] = (1 - motion_floor) * p[b] / sum(p) + motion_floor * w[m] * p[b] / sum(p over the bins of m)
 
 (``m`` the motion of ``b``, ``w`` the motion weights normalised): a share ``motion_floor`` of the starts is spread
-over the motions by their weights, each drawn over its own bins by the rule above. ``P`` is folded into a float64
-CDF every ``refresh_every`` steps (every step for small sets) by a chunked scan, and the scale is folded into
-``stored`` at a refresh once it falls below ``1e-20``. Every stage is a plain kernel whose
-decisions are read from device buffers, so the whole sequence can be captured in a graph.
+over the motions by their weights, each drawn over its own bins by the rule above. With ``split_by_rate`` the rest
+is split over the motions by their failure rates instead of their failure counts (a count grows with the envs a
+motion already holds, so the motion that fails most takes that whole share; a rate does not):
+
+    P[b] = ((1 - motion_floor) * r[m] / sum(r) + motion_floor * w[m]) * p[b] / sum(p over the bins of m)
+
+with ``r[m]`` the EMA of the motion's failures over the EMA of its env-steps (``w`` while no motion has failed).
+``P`` is folded into a float64 CDF every ``refresh_every`` steps (every step for small sets) by a chunked scan,
+and the scale is folded into ``stored`` at a refresh once it falls below ``1e-20``. Every stage is a plain kernel
+whose decisions are read from device buffers, so the whole sequence can be captured in a graph.
 
 Entry points: :func:`count_failures` (per step, before the refresh), :func:`refresh` (the CDF),
 :func:`draw_starts` (per step, the envs in a mask).
@@ -37,6 +43,7 @@ class SamplerTables:
     ``bin_index`` (the bin's number inside its motion), ``uniform_probs`` (each motion's weight spread over its
     bins, summing to 1). Smoothing: ``ahead [K, B]`` the bins whose failures bin ``b`` is credited with and
     ``kernel [K]`` their weights. Scalars: ``bin_size`` (s), ``ema_alpha``, ``uniform_ratio``, ``motion_floor``,
+    ``split_by_rate`` (1: the failure-driven share is split over the motions by failure rate, 0: by count),
     ``init_start_prob``, ``refresh_every`` (steps), ``enabled`` (0: uniform, no EMA)."""
 
     bin_offset: wp.array(dtype=wp.int32)
@@ -53,6 +60,7 @@ class SamplerTables:
     ema_alpha: float
     uniform_ratio: float
     motion_floor: float
+    split_by_rate: int
     init_start_prob: float
     refresh_every: int
     enabled: int
@@ -60,19 +68,25 @@ class SamplerTables:
 
 @wp.struct
 class SamplerState:
-    """``stored_ema [B]`` the failure EMA divided by ``scale [1]`` (float64); ``steps [1]`` updates since the last
-    refresh; ``cdf [B]`` (float64) the cumulative sampling weights; scratch of the refresh (float64): ``weight [B]``
-    the rule's weight of each bin, ``motion_factor [M]`` its motion's balancing factor, ``chunk_sum [C]`` and
-    ``total [1]``; ``rng [N]`` each env's random state."""
+    """``stored_ema [B]`` the failure EMA divided by ``scale [1]`` (float64); ``stored_visits [M]`` the EMA of each
+    motion's env-steps, divided by the same scale (counted with ``split_by_rate`` only); ``steps [1]`` updates since
+    the last refresh; ``cdf [B]`` (float64) the cumulative sampling weights; scratch of the refresh (float64):
+    ``weight [B]`` the rule's weight of each bin, ``motion_own [M]`` the sum over the motion's bins,
+    ``motion_rate [M]`` its failure rate, ``motion_factor [M]`` its balancing factor, ``chunk_sum [C]``,
+    ``total [1]`` and ``rate_total [1]``; ``rng [N]`` each env's random state."""
 
     stored_ema: wp.array(dtype=wp.float32)
+    stored_visits: wp.array(dtype=wp.float32)
     scale: wp.array(dtype=wp.float64)
     steps: wp.array(dtype=wp.int32)
     cdf: wp.array(dtype=wp.float64)
     weight: wp.array(dtype=wp.float64)
+    motion_own: wp.array(dtype=wp.float64)
+    motion_rate: wp.array(dtype=wp.float64)
     motion_factor: wp.array(dtype=wp.float64)
     chunk_sum: wp.array(dtype=wp.float64)
     total: wp.array(dtype=wp.float64)
+    rate_total: wp.array(dtype=wp.float64)
     rng: wp.array(dtype=wp.uint32)
 
 
@@ -100,16 +114,20 @@ def _advance_scale(t: SamplerTables, s: SamplerState):
 @wp.kernel
 def _count_failures(t: SamplerTables, motion_ids: wp.array(dtype=wp.int32), times: wp.array(dtype=wp.float32),
                     terminated: wp.array(dtype=wp.bool), s: SamplerState):
-    """Launch dim ``N``: each env that terminated adds ``alpha / scale`` to the stored EMA of its bin.
+    """Launch dim ``N``: each env that terminated adds ``alpha / scale`` to the stored EMA of its bin; with
+    ``split_by_rate`` every env adds the same to its motion's visits.
 
-    # Data in: t (bins, ema_alpha), motion_ids, times, terminated, s.scale
-    # Data out: s.stored_ema (atomic adds)
+    # Data in: t (bins, ema_alpha, split_by_rate), motion_ids, times, terminated, s.scale
+    # Data out: s.stored_ema, s.stored_visits (atomic adds)
     """
     env = wp.tid()
+    step = wp.float32(wp.float64(t.ema_alpha) / s.scale[0])
+    if t.split_by_rate != 0:
+        wp.atomic_add(s.stored_visits, motion_ids[env], step)
     if not terminated[env]:
         return
     b = bin_of(t, motion_ids[env], times[env])
-    wp.atomic_add(s.stored_ema, b, wp.float32(wp.float64(t.ema_alpha) / s.scale[0]))
+    wp.atomic_add(s.stored_ema, b, step)
 
 
 @wp.func
@@ -160,25 +178,76 @@ def _total_weight(t: SamplerTables, force: int, s: SamplerState):
 
 
 @wp.kernel
-def _motion_factors(t: SamplerTables, force: int, s: SamplerState):
-    """Launch dim ``M``: the factor on the weights of the motion's bins, ``(1 - floor) / total + floor * w[m] /
-    (the motion's total)``.
+def _motion_sums(t: SamplerTables, force: int, s: SamplerState):
+    """Launch dim ``M``: the sum of the rule's weights over the motion's bins and, with ``split_by_rate``, the
+    motion's failure rate (its failure EMA over its visit EMA; 0 before its first visit).
 
-    # Data in: t (bin_offset, motion_num_bins, motion_weights, motion_floor), s.weight, s.total, s.steps, force
-    # Data out: s.motion_factor
+    # Data in: t (bin_offset, motion_num_bins, split_by_rate), s.weight, s.stored_ema, s.stored_visits, s.steps,
+    #          force
+    # Data out: s.motion_own, s.motion_rate
     """
     m = wp.tid()
     if not refresh_due(t, s, force):
         return
     first = t.bin_offset[m]
     own = wp.float64(0.0)
+    failures = wp.float64(0.0)
     for b in range(first, first + t.motion_num_bins[m]):
         own += s.weight[b]
+        failures += wp.float64(s.stored_ema[b])
+    s.motion_own[m] = own
+    rate = wp.float64(0.0)
+    visits = wp.float64(s.stored_visits[m])
+    if t.split_by_rate != 0 and visits > wp.float64(0.0):
+        rate = failures / visits  # the decay scale divides both
+    s.motion_rate[m] = rate
+
+
+@wp.kernel
+def _rate_total(t: SamplerTables, force: int, s: SamplerState):
+    """Launch dim 1: the sum of the motions' failure rates.
+
+    # Data in: s.motion_rate, s.steps, force
+    # Data out: s.rate_total
+    """
+    if not refresh_due(t, s, force):
+        return
+    total = wp.float64(0.0)
+    for m in range(s.motion_rate.shape[0]):
+        total += s.motion_rate[m]
+    s.rate_total[0] = total
+
+
+@wp.kernel
+def _motion_factors(t: SamplerTables, force: int, s: SamplerState):
+    """Launch dim ``M``: the factor on the weights of the motion's bins: ``(1 - floor) / total + floor * w[m] /
+    own[m]`` (by count), or ``((1 - floor) * r[m] / sum(r) + floor * w[m]) / own[m]`` (by rate; ``w[m]`` in place of
+    ``r[m] / sum(r)`` while no motion has failed); folds the decay scale into the visits when it is folded.
+
+    # Data in: t (motion_weights, motion_floor, split_by_rate), s.motion_own, s.motion_rate, s.rate_total, s.total,
+    #          s.scale, s.steps, force
+    # Data out: s.motion_factor, s.stored_visits (when folding)
+    """
+    m = wp.tid()
+    if not refresh_due(t, s, force):
+        return
+    own = s.motion_own[m]
     floor = wp.float64(t.motion_floor)
-    factor = (wp.float64(1.0) - floor) / s.total[0]
-    if own > wp.float64(0.0):
-        factor += floor * wp.float64(t.motion_weights[m]) / own
+    w = wp.float64(t.motion_weights[m])
+    factor = wp.float64(0.0)
+    if t.split_by_rate != 0:
+        share = w
+        if s.rate_total[0] > wp.float64(0.0):
+            share = s.motion_rate[m] / s.rate_total[0]
+        if own > wp.float64(0.0):
+            factor = ((wp.float64(1.0) - floor) * share + floor * w) / own
+    else:
+        factor = (wp.float64(1.0) - floor) / s.total[0]
+        if own > wp.float64(0.0):
+            factor += floor * w / own
     s.motion_factor[m] = factor
+    if s.scale[0] < wp.float64(FOLD_BELOW):
+        s.stored_visits[m] = wp.float32(wp.float64(s.stored_visits[m]) * s.scale[0])
 
 
 @wp.kernel
@@ -297,7 +366,8 @@ def _draw_starts(t: SamplerTables, mask: wp.array(dtype=wp.bool), s: SamplerStat
 def count_failures(t: SamplerTables, s: SamplerState, motion_ids: wp.array, times: wp.array,
                    terminated: wp.array) -> None:
     """One step of the failure EMA: decay, then the terminations ``[N]`` at ``(motion_ids, times)`` added to their
-    bins. Reads ``t``, the inputs, ``s.scale``; writes ``s.scale``, ``s.steps``, ``s.stored_ema``."""
+    bins (and, with ``split_by_rate``, every env's step to its motion's visits). Reads ``t``, the inputs,
+    ``s.scale``; writes ``s.scale``, ``s.steps``, ``s.stored_ema``, ``s.stored_visits``."""
     device = s.cdf.device
     wp.launch(_advance_scale, dim=1, inputs=[t, s], device=device)
     wp.launch(_count_failures, dim=terminated.shape[0], inputs=[t, motion_ids, times, terminated, s], device=device)
@@ -305,14 +375,18 @@ def count_failures(t: SamplerTables, s: SamplerState, motion_ids: wp.array, time
 
 def refresh(t: SamplerTables, s: SamplerState, force: bool = False) -> None:
     """Recompute ``s.cdf`` from the EMA when ``refresh_every`` steps have passed since the last refresh (or
-    ``force``); folds the decay scale when it is small. Reads ``t``, ``s.stored_ema``, ``s.scale``, ``s.steps``;
-    writes ``s.cdf``, the scratch (``s.weight``, ``s.motion_factor``, ``s.chunk_sum``, ``s.total``), and at a fold
-    ``s.stored_ema`` and ``s.scale``."""
+    ``force``); folds the decay scale when it is small. Reads ``t``, ``s.stored_ema``, ``s.stored_visits``,
+    ``s.scale``, ``s.steps``; writes ``s.cdf``, the scratch (``s.weight``, ``s.motion_own``, ``s.motion_rate``,
+    ``s.motion_factor``, ``s.chunk_sum``, ``s.total``, ``s.rate_total``), and at a fold ``s.stored_ema``,
+    ``s.stored_visits`` and ``s.scale``."""
     device, chunks = s.cdf.device, s.chunk_sum.shape[0]
     f = int(force)
     wp.launch(_bin_weights, dim=chunks, inputs=[t, f, s], device=device)
     wp.launch(_total_weight, dim=1, inputs=[t, f, s], device=device)
-    wp.launch(_motion_factors, dim=s.motion_factor.shape[0], inputs=[t, f, s], device=device)
+    motions = s.motion_factor.shape[0]
+    wp.launch(_motion_sums, dim=motions, inputs=[t, f, s], device=device)
+    wp.launch(_rate_total, dim=1, inputs=[t, f, s], device=device)
+    wp.launch(_motion_factors, dim=motions, inputs=[t, f, s], device=device)
     wp.launch(_scan_chunks, dim=chunks, inputs=[t, f, s], device=device)
     wp.launch(_chunk_offsets, dim=1, inputs=[t, f, s], device=device)
     wp.launch(_finish_chunks, dim=chunks, inputs=[t, f, s], device=device)
