@@ -163,18 +163,19 @@ def _bin_weights(t: SamplerTables, force: int, s: SamplerState):
 
 
 @wp.kernel
-def _total_weight(t: SamplerTables, force: int, s: SamplerState):
-    """Launch dim 1: the sum of the chunks' totals.
+def _sum(t: SamplerTables, force: int, s: SamplerState, values: wp.array(dtype=wp.float64),
+         total_out: wp.array(dtype=wp.float64)):
+    """Launch dim 1: ``total_out[0] = sum(values)`` (the chunks' totals, the motions' failure rates).
 
-    # Data in: s.chunk_sum, s.steps, force
-    # Data out: s.total
+    # Data in: values, s.steps, force
+    # Data out: total_out
     """
     if not refresh_due(t, s, force):
         return
     total = wp.float64(0.0)
-    for c in range(s.chunk_sum.shape[0]):
-        total += s.chunk_sum[c]
-    s.total[0] = total
+    for i in range(values.shape[0]):
+        total += values[i]
+    total_out[0] = total
 
 
 @wp.kernel
@@ -201,21 +202,6 @@ def _motion_sums(t: SamplerTables, force: int, s: SamplerState):
     if t.split_by_rate != 0 and visits > wp.float64(0.0):
         rate = failures / visits  # the decay scale divides both
     s.motion_rate[m] = rate
-
-
-@wp.kernel
-def _rate_total(t: SamplerTables, force: int, s: SamplerState):
-    """Launch dim 1: the sum of the motions' failure rates.
-
-    # Data in: s.motion_rate, s.steps, force
-    # Data out: s.rate_total
-    """
-    if not refresh_due(t, s, force):
-        return
-    total = wp.float64(0.0)
-    for m in range(s.motion_rate.shape[0]):
-        total += s.motion_rate[m]
-    s.rate_total[0] = total
 
 
 @wp.kernel
@@ -382,10 +368,10 @@ def refresh(t: SamplerTables, s: SamplerState, force: bool = False) -> None:
     device, chunks = s.cdf.device, s.chunk_sum.shape[0]
     f = int(force)
     wp.launch(_bin_weights, dim=chunks, inputs=[t, f, s], device=device)
-    wp.launch(_total_weight, dim=1, inputs=[t, f, s], device=device)
+    wp.launch(_sum, dim=1, inputs=[t, f, s, s.chunk_sum], outputs=[s.total], device=device)
     motions = s.motion_factor.shape[0]
     wp.launch(_motion_sums, dim=motions, inputs=[t, f, s], device=device)
-    wp.launch(_rate_total, dim=1, inputs=[t, f, s], device=device)
+    wp.launch(_sum, dim=1, inputs=[t, f, s, s.motion_rate], outputs=[s.rate_total], device=device)
     wp.launch(_motion_factors, dim=motions, inputs=[t, f, s], device=device)
     wp.launch(_scan_chunks, dim=chunks, inputs=[t, f, s], device=device)
     wp.launch(_chunk_offsets, dim=1, inputs=[t, f, s], device=device)
