@@ -202,7 +202,8 @@ class AdaptiveSampler:
         floor, w = self.cfg.motion_floor, self.motion_weights.double()
         if self.cfg.motion_split == "rate":
             rates = self.failure_rates()
-            share = rates / rates.sum() if rates.sum() > 0 else w
+            total = rates.sum()
+            share = torch.where(total > 0, rates / total.clamp_min(1e-300), w)  # no host read: logged every iteration
             factor = torch.where(own > 0, ((1.0 - floor) * share + floor * w) / own.clamp_min(1e-300), 0.0)
         else:
             factor = (1.0 - floor) / p.sum() + torch.where(own > 0, floor * w / own.clamp_min(1e-300), 0.0)
