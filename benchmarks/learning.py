@@ -161,6 +161,9 @@ def main() -> None:
         eval_s = time.perf_counter() - t0
         tracked = [r.mpjpe_local_mm for r in results if r.success]
         start_share = env.sampler.motion_shares().tolist()
+        # the root assist's share per motion (one for all unless env.assist.fade=survival; 0 without the assist)
+        shares = env.assist_alpha.tolist() if env.assist is not None else [0.0]
+        assist = [shares[min(i, len(shares) - 1)] for i in range(len(start_share))]
         row = {"samples": runner.step_count, "iterations": runner.epoch,
                "train_samples_per_s": (runner.step_count - first_step) / train_s,
                "success_rate": s["success_rate"], "survival_fraction": s["survival_fraction"],
@@ -176,7 +179,8 @@ def main() -> None:
                "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
                                     "mpjpe_local_mm": round(r.mpjpe_local_mm, 1),
-                                    "failure": r.failure, "start_share": round(start_share[r.motion_id], 4)}
+                                    "failure": r.failure, "start_share": round(start_share[r.motion_id], 4),
+                                    "assist": round(assist[r.motion_id], 4)}
                            for r in results}}
         with curve.open("a") as f:
             f.write(json.dumps(row) + "\n")
@@ -195,7 +199,7 @@ def main() -> None:
             fail = f" failed at {m['failure']['time_s']:.2f} s ({m['failure']['cause']})" if m["failure"] else ""
             print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "
                   f"global {m['mpjpe_global_mm']:6.1f} root-rel {m['mpjpe_local_mm']:6.1f} mm, "
-                  f"{100 * m['start_share']:4.1f} % of the starts{fail}", flush=True)
+                  f"{100 * m['start_share']:4.1f} % of the starts, assist {m['assist']:.2f}{fail}", flush=True)
     eval_env.close()
     env.close()
 

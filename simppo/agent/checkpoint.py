@@ -268,7 +268,8 @@ def _first_difference(a, b, where: str) -> str | None:
 
 # State whose first axis follows the motion set and may grow when shards are appended (the motion-set check
 # has verified the old motions are unchanged; the owner's load_state_dict keeps the old entries).
-GROWS_WITH_MOTIONS = ("env.sampler.failure_ema", "env.sampler.motion_visits")
+GROWS_WITH_MOTIONS = ("env.sampler.failure_ema", "env.sampler.motion_visits", "env.assist_alpha",
+                      "env.assist_rate")
 
 
 def _grown(a, b, where: str) -> bool:

@@ -81,3 +81,7 @@ def test_a_run_shorter_than_the_root_assists_fade_is_told_so():
     assert f"after {10 * short.agent.num_steps}" in notice and "env.assist.start=0" in notice
     assert assist_notice(cfg("env=humanoid_imitation", "max_epochs=10", "env.assist.start=0")) is None
     assert assist_notice(cfg("env=pendulum", "max_epochs=10")) is None
+    drift_free = assist_notice(cfg("env=humanoid_imitation", "env.assist.start=1", "env.assist.fade=survival"))
+    assert drift_free is not None and "env.terminations.body_pos" in drift_free and "\n" not in drift_free
+    assert assist_notice(cfg("env=humanoid_imitation", "env.assist.start=1", "env.assist.fade=survival",
+                             "env.terminations.body_pos=0.5")) is None

@@ -150,6 +150,52 @@ def test_root_assist_holds_the_robot_on_the_reference_and_fades(sim_cfg):
     assert not eval_env_cfg(env.cfg).assist.enabled  # whatever the default
 
 
+def test_root_assist_per_motion_fades_by_each_motions_survival(sim_cfg):
+    """``fade=survival``: one share per motion. A motion whose envs keep their balance loses its share at the
+    schedule's rate; where every env terminates each step the shares rise back, to ``start`` at most; a motion
+    without envs keeps its share. Shares and rates resume, and a state saved before motions were appended keeps its
+    motions' shares (the new ones start at ``start``)."""
+    from simppo.envs.imitation.config import RootAssistCfg, TerminationCfg
+
+    def make(**terminations) -> HumanoidImitationEnv:  # survive_s = 200 control steps: one failure turns it
+        cfg = replace(HumanoidImitationEnvCfg(), terminations=TerminationCfg(**terminations),
+                      assist=RootAssistCfg(start=0.5, anneal_steps=100, fade="survival", survive_s=4.0))
+        return HumanoidImitationEnv(cfg, num_envs=2, device="cpu", sim_cfg=sim_cfg)
+
+    env = make()
+    num_motions = env.motion_lib.num_motions
+    assert env.assist_alpha.shape == (num_motions,) and num_motions >= 3
+    sway = env.motion_lib.motion_names.index("stand_sway")
+    env.reset_to(torch.full((2,), sway, dtype=torch.int32), torch.zeros(2))
+    for _ in range(10):
+        env.step(torch.zeros(2, env.num_actions))
+    assert not env.terminated.any()
+    others = [m for m in range(num_motions) if m != sway]
+    assert float(env.assist_alpha[sway]) == pytest.approx(0.5 - 10 * 0.005, abs=1e-6)
+    assert torch.equal(env.assist_alpha[others], torch.full((num_motions - 1,), 0.5))
+    assert float(env.metrics()["env/assist"]) == pytest.approx(float(env.assist_alpha.mean()), abs=1e-6)
+
+    failing = make(anchor_height=1e-6)  # every env terminates every step
+    failing.assist_alpha.fill_(0.2)
+    for _ in range(10):
+        failing.step(torch.zeros(2, failing.num_actions))
+    visited = failing.assist_rate > 0
+    assert visited.any() and bool((failing.assist_alpha[visited] > 0.2 + 0.004).all())
+    assert torch.equal(failing.assist_alpha[~visited], torch.full((int((~visited).sum()),), 0.2))
+    for _ in range(100):
+        failing.step(torch.zeros(2, failing.num_actions))
+    assert float(failing.assist_alpha.max()) <= 0.5
+
+    state = env.state_dict()
+    fresh = make()
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.assist_alpha, env.assist_alpha) and torch.equal(fresh.assist_rate, env.assist_rate)
+    fewer = {**state, "assist_alpha": state["assist_alpha"][:2] * 0.5, "assist_rate": state["assist_rate"][:2]}
+    fresh.load_state_dict(fewer)
+    assert torch.equal(fresh.assist_alpha[:2], state["assist_alpha"][:2] * 0.5)
+    assert torch.equal(fresh.assist_alpha[2:], torch.full((num_motions - 2,), 0.5))
+
+
 def test_termination_curriculum_tightens_in_the_step_and_resumes(sim_cfg):
     from simppo.envs.imitation.config import TerminationCurriculumCfg
     from simppo.eval.loading import eval_env_cfg

@@ -5,7 +5,7 @@ import pytest
 import torch
 import warp as wp
 
-from simppo.kernels.imitation.assist import RootAssist, assist_root
+from simppo.kernels.imitation.assist import RootAssist, assist_root, fade_assist
 from simppo.kernels.motion_interp import MotionStateWp
 from simppo.kernels.types import SimState
 from simppo.motion.kinematics import quat_to_axis_angle
@@ -43,10 +43,31 @@ def _case(n=9, nq=12, seed=0):
     return qpos, qvel, ref
 
 
-def _launch(qpos, qvel, ref, alpha, decrement, tau, vertical, rotation):
+def _bind(t, alpha, motion_ids, terminated, decrement=0.05, tau=0.1, vertical=False, rotation=False,
+          per_motion=False, hi=1.0, ema=0.1, survive_steps=10.0):
+    """A :class:`RootAssist` over tensors kept in ``t`` (``alpha``, ``motion_ids``, ``terminated``, ``counts``,
+    ``rate_ema``)."""
+    t["alpha"] = torch.tensor(alpha, dtype=torch.float32).reshape(-1)
+    t["motion_ids"] = torch.tensor(motion_ids, dtype=torch.int32)
+    t["terminated"] = torch.tensor(terminated, dtype=torch.bool)
+    shares = t["alpha"].shape[0] if per_motion else 0
+    t.setdefault("counts", torch.zeros(shares, 2))
+    t.setdefault("rate_ema", torch.zeros(shares))
+    a = RootAssist()
+    a.alpha, a.motion_ids = warp_view(t["alpha"]), warp_view(t["motion_ids"], wp.int32)
+    a.terminated, a.counts = warp_view(t["terminated"], wp.bool), warp_view(t["counts"])
+    a.rate_ema, a.per_motion, a.hi, a.ema = warp_view(t["rate_ema"]), int(per_motion), hi, ema
+    a.survive_steps, a.decrement, a.inv_tau = survive_steps, decrement, 1.0 / tau
+    a.vertical, a.rotation = int(vertical), int(rotation)
+    return a
+
+
+def _launch(qpos, qvel, ref, alpha, decrement, tau, vertical, rotation, motion_ids=None):
+    """One control step of the assist (the nudge, then the fade) on the case; ``alpha`` a float (one share) or a
+    list (one per motion, indexed by ``motion_ids``)."""
     init_warp()
-    t = {"qpos": torch.tensor(qpos, dtype=torch.float32), "qvel": torch.tensor(qvel, dtype=torch.float32),
-         "alpha": torch.tensor([alpha], dtype=torch.float32)}
+    n = qpos.shape[0]
+    t = {"qpos": torch.tensor(qpos, dtype=torch.float32), "qvel": torch.tensor(qvel, dtype=torch.float32)}
     sim = SimState()
     sim.qpos, sim.qvel = warp_view(t["qpos"]), warp_view(t["qvel"])
     r = MotionStateWp()
@@ -54,10 +75,11 @@ def _launch(qpos, qvel, ref, alpha, decrement, tau, vertical, rotation):
         both = torch.tensor(np.stack([v, v + 5.0], 1), dtype=torch.float32).contiguous()
         t[k] = both
         setattr(r, k, warp_view(both, wp.vec4 if k == "root_quat" else wp.vec3))
-    a = RootAssist()
-    a.alpha, a.decrement, a.inv_tau = warp_view(t["alpha"]), decrement, 1.0 / tau
-    a.vertical, a.rotation = int(vertical), int(rotation)
+    per_motion = isinstance(alpha, list)
+    ids = np.zeros(n, dtype=np.int32) if motion_ids is None else motion_ids
+    a = _bind(t, alpha, ids, np.zeros(n, dtype=bool), decrement, tau, vertical, rotation, per_motion)
     assist_root(r, a, sim)
+    fade_assist(a)
     wp.synchronize()
     return t
 
@@ -100,3 +122,67 @@ def test_no_assist_once_faded_out():
     t = _launch(qpos, qvel, ref, 0.0, 0.05, 0.1, True, True)
     assert torch.equal(t["qvel"], torch.tensor(qvel, dtype=torch.float32))
     assert float(t["alpha"][0]) == 0.0
+
+
+def test_each_env_is_nudged_by_its_motions_share():
+    """Per motion: an env moves by the share of its own motion (a motion at 0 leaves its envs untouched)."""
+    qpos, qvel, ref = _case(n=12, seed=3)
+    ids = np.array([0, 1, 2, 2, 1, 0, 0, 1, 2, 1, 0, 2], dtype=np.int32)
+    shares = [1.0, 0.35, 0.0]
+    t = _launch(qpos, qvel, ref, shares, 0.0, 0.1, False, False, motion_ids=ids)
+    qpos64, qvel64 = qpos.astype(np.float32).astype(np.float64), qvel.astype(np.float32).astype(np.float64)
+    ref64 = {k: v.astype(np.float32).astype(np.float64) for k, v in ref.items()}
+    for m, share in enumerate(shares):
+        rows = ids == m
+        want = _reference(qpos64[rows], qvel64[rows], {k: v[rows] for k, v in ref64.items()}, share, 0.1, False,
+                          False)
+        np.testing.assert_allclose(t["qvel"][rows].double().numpy(), want, rtol=2e-5, atol=2e-5)
+    assert torch.equal(t["qvel"][ids == 2], torch.tensor(qvel[ids == 2], dtype=torch.float32))
+
+
+def _survival_reference(alpha, rate_ema, ids, terminated, decrement, hi, ema, survive_steps):
+    """Float64: each motion with envs folds its termination rate per env-step into its EMA and moves its share by
+    ``decrement``, down while ``ema * survive_steps < 1`` (to 0), up otherwise (to ``hi``)."""
+    alpha, rate_ema = np.array(alpha, dtype=np.float64), np.array(rate_ema, dtype=np.float64)
+    for m in range(alpha.shape[0]):
+        rows = ids == m
+        if not rows.any():
+            continue
+        rate_ema[m] += ema * (terminated[rows].mean() - rate_ema[m])
+        step = -decrement if rate_ema[m] * survive_steps < 1.0 else decrement
+        alpha[m] = min(hi, max(0.0, alpha[m] + step))
+    return alpha, rate_ema
+
+
+def test_each_motions_share_fades_by_its_survival():
+    """Eight steps of random terminations over five motions (one without envs) against the float64 reference:
+    the EMA of each motion's termination rate, its share moved down or up and clamped to [0, hi], the scratch
+    counts zeroed after each step."""
+    init_warp()
+    rng = np.random.default_rng(4)
+    n, m = 40, 5
+    hi, decrement, ema, survive_steps = 0.8, 0.1, 0.3, 6.0
+    alpha = np.array([0.8, 0.05, 0.5, 0.3, 0.75])
+    rate_ema = np.array([0.0, 0.4, 0.1, 0.2, 0.05])
+    t = {"counts": torch.zeros(m, 2), "rate_ema": torch.tensor(rate_ema, dtype=torch.float32)}
+    fail_prob = np.array([0.02, 0.6, 0.15, 0.0, 0.3])
+    moved_up = moved_down = False
+    for _ in range(8):
+        ids = rng.choice([0, 1, 2, 4], size=n).astype(np.int32)  # motion 3 has no env
+        terminated = rng.random(n) < fail_prob[ids]
+        before = t["rate_ema"].double().numpy()
+        a = _bind(t, alpha.astype(np.float32).tolist(), ids, terminated, decrement, per_motion=True, hi=hi,
+                  ema=ema, survive_steps=survive_steps)
+        fade_assist(a)
+        wp.synchronize()
+        want_alpha, want_ema = _survival_reference(alpha.astype(np.float32), before, ids, terminated, decrement, hi,
+                                                   ema, survive_steps)
+        np.testing.assert_allclose(t["alpha"].double().numpy(), want_alpha, atol=1e-6)
+        np.testing.assert_allclose(t["rate_ema"].double().numpy(), want_ema, atol=1e-6)
+        assert not t["counts"].any()
+        moved_up |= bool((want_alpha > alpha + 1e-9).any())
+        moved_down |= bool((want_alpha < alpha - 1e-9).any())
+        alpha = t["alpha"].double().numpy()
+    assert moved_up and moved_down  # both branches ran
+    assert alpha[3] == pytest.approx(0.3) and float(t["rate_ema"][3]) == pytest.approx(0.2)  # no env: untouched
+    assert alpha[1] == pytest.approx(hi) and alpha[0] == pytest.approx(0.0, abs=1e-6)  # clamped at both ends

@@ -29,7 +29,7 @@ from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.envs.imitation.symmetry import mirror_symmetry
 from simppo.kernels.imitation import spec
 from simppo.kernels.imitation.actions import apply_actions
-from simppo.kernels.imitation.assist import RootAssist, assist_root
+from simppo.kernels.imitation.assist import RootAssist, assist_root, fade_assist
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
 from simppo.kernels.imitation.curriculum import TerminationCurriculum, update_termination_scale
 from simppo.kernels.imitation.episodes import EpisodeBuffers, advance_clock, close_episodes, copy_rows, record_step
@@ -131,7 +131,12 @@ class HumanoidImitationEnv(VecEnv):
         curriculum = cfg.terminations.curriculum
         self.termination_scale = torch.full((1,), curriculum.start_scale, **f32)
         self._termination_rate = torch.zeros(1, **f32)
-        self.assist_alpha = torch.full((1,), cfg.assist.start, **f32)  # the root assist's share this step
+        # the root assist's share this step: one, or one per motion (fade=survival) with its termination-rate EMA
+        self._assist_per_motion = cfg.assist.fade == "survival"
+        num_shares = self.motion_lib.num_motions if self._assist_per_motion else 1
+        self.assist_alpha = torch.full((num_shares,), cfg.assist.start, **f32)
+        self.assist_rate = torch.zeros(num_shares if self._assist_per_motion else 0, **f32)
+        self._assist_counts = torch.zeros(self.assist_rate.shape[0], 2, **f32)
         self._termination_count = torch.zeros(1, **f32)
         self.randomizer = Randomizer(cfg.randomization, self.sim, self.default_joint_pos, self.action_delay,
                                      self.anchor_id, seed)
@@ -270,7 +275,10 @@ class HumanoidImitationEnv(VecEnv):
     def _bind_assist(self) -> RootAssist:
         cfg = self.cfg.assist
         a = RootAssist()
-        a.alpha = warp_view(self.assist_alpha)
+        a.alpha, a.motion_ids, a.terminated = warp_view(self.assist_alpha), self.buf.motion_ids, self.buf.terminated
+        a.counts, a.rate_ema = warp_view(self._assist_counts), warp_view(self.assist_rate)
+        a.per_motion, a.hi = int(self._assist_per_motion), float(cfg.start)
+        a.ema, a.survive_steps = float(cfg.ema), float(cfg.survive_s / self.dt)
         a.decrement, a.inv_tau = float(cfg.start / cfg.anneal_steps), float(1.0 / cfg.tau_s)
         a.vertical, a.rotation = int(cfg.vertical), int(cfg.rotation)
         return a
@@ -328,6 +336,8 @@ class HumanoidImitationEnv(VecEnv):
         compute_terminations(self.sim.state, self.ref_wp, self.params, self.buf)
         if self.curriculum is not None:
             update_termination_scale(self.curriculum)
+        if self.assist is not None:
+            fade_assist(self.assist)
 
     def _write_reference_into_sim(self) -> None:
         """The reference state of the envs in ``reset_mask`` into the simulator."""
@@ -467,7 +477,7 @@ class HumanoidImitationEnv(VecEnv):
         if self.curriculum is not None:
             out["env/termination_scale"] = self.termination_scale[0]
         if self.assist is not None:
-            out["env/assist"] = self.assist_alpha[0]
+            out["env/assist"] = self.assist_alpha.mean()
         self._error_sum.zero_()
         self._error_count = 0
         return out
@@ -491,6 +501,8 @@ class HumanoidImitationEnv(VecEnv):
             **({"termination_curriculum": torch.cat([self.termination_scale, self._termination_rate])}
                if self.curriculum is not None else {}),
             **({"assist_alpha": self.assist_alpha.clone()} if self.assist is not None else {}),
+            **({"assist_rate": self.assist_rate.clone()} if self.assist is not None and self._assist_per_motion
+               else {}),
             **({"obs_history": torch.cat([rows[:, self._history_cols] for rows in self._history_rows()], dim=1)}
                if self.params.history_copies > 0 else {}),
         }
@@ -514,8 +526,13 @@ class HumanoidImitationEnv(VecEnv):
         if self.curriculum is not None:
             self.termination_scale.copy_(state["termination_curriculum"][:1])
             self._termination_rate.copy_(state["termination_curriculum"][1:])
-        if self.assist is not None:
-            self.assist_alpha.copy_(state["assist_alpha"])
+        if self.assist is not None:  # per motion: appended motions start at the full share
+            self.assist_alpha.fill_(self.cfg.assist.start)
+            self.assist_alpha[:state["assist_alpha"].shape[0]].copy_(state["assist_alpha"])
+            if self._assist_per_motion:
+                self.assist_rate.zero_()
+                rate = state.get("assist_rate", self.assist_rate[:0])
+                self.assist_rate[:rate.shape[0]].copy_(rate)
         if self.params.history_copies > 0:
             cols = self._history_cols
             for rows, saved in zip(self._history_rows(), state["obs_history"].split(cols.stop - cols.start, dim=1),

@@ -12,10 +12,21 @@ on the horizontal axes of ``v`` always, its vertical axis with ``vertical`` and 
 along the reference's path but neither held up nor held upright, a policy must keep its own balance from the start
 while the harness, not a risky first step, takes it where the reference goes: it learns to step under itself to
 stay up. Without the harness, a robot that cannot yet balance a step keeps its feet down and falls behind.
-``alpha`` falls by a fixed amount per control step to 0, from where training is unassisted. A velocity write is an
-external impulse on the root, as a push is: nothing else of the simulator changes; the evaluation never assists.
+A velocity write is an external impulse on the root, as a push is: nothing else of the simulator changes; the
+evaluation never assists.
 
-Entry point: :func:`assist_root` (after the reference of the step is queried, before the physics).
+How ``alpha`` fades, after each step's terminations (:func:`fade_assist`):
+
+- one share for every env (``per_motion = 0``, ``alpha [1]``): it falls by ``decrement`` per control step to 0, from
+  where training is unassisted;
+- one share per motion (``per_motion = 1``, ``alpha [M]``): each motion's envs are counted, its termination rate
+  per env-step folded into an EMA, and its share moves by ``decrement``: down (to 0) while its envs survive on
+  average more than ``survive_steps`` control steps between terminations, back up (to ``hi``) otherwise. A motion
+  the policy tracks alone loses its harness as fast as the schedule's; one it cannot yet track keeps as much as it
+  needs. Ending episodes on the global drift (``env.terminations.body_pos``) makes a robot left behind count.
+
+Entry points: :func:`assist_root` (after the reference of the step is queried, before the physics) and
+:func:`fade_assist` (after the terminations of the step).
 """
 
 import warp as wp
@@ -27,12 +38,25 @@ from simppo.kernels.types import SimState
 
 @wp.struct
 class RootAssist:
-    """``alpha [1]`` (float32, state, read-modify-write): the share of the way to the reference's root velocity
-    applied this step. ``decrement`` its fall per control step, ``inv_tau`` 1 / the time in which the pose error
-    is closed, ``vertical`` / ``rotation`` 1 to assist the height / the orientation too (0: horizontal only)."""
+    """``alpha [1]`` or, with ``per_motion``, ``[M]`` (float32, state, read-modify-write): the share of the way to
+    the reference's root velocity applied this step (env ``i`` reads ``alpha[per_motion * motion_ids[i]]``).
+    ``motion_ids [N]`` (int32) and ``terminated [N]`` (bool) in; with ``per_motion``: ``counts [M, 2]`` (float32
+    scratch: each motion's env-steps and terminations this step) and ``rate_ema [M]`` (float32 state: the EMA of
+    each motion's terminations per env-step). ``decrement`` the share's move per control step, ``hi`` its
+    ceiling, ``ema`` the EMA's weight of a step, ``survive_steps`` the mean control steps between two terminations
+    above which a motion's share falls, ``inv_tau`` 1 / the time in which the pose error is closed, ``vertical`` /
+    ``rotation`` 1 to assist the height / the orientation too (0: horizontal only)."""
 
     alpha: wp.array(dtype=wp.float32)
+    motion_ids: wp.array(dtype=wp.int32)
+    terminated: wp.array(dtype=wp.bool)
+    counts: wp.array2d(dtype=wp.float32)
+    rate_ema: wp.array(dtype=wp.float32)
+    per_motion: int
     decrement: float
+    hi: float
+    ema: float
+    survive_steps: float
     inv_tau: float
     vertical: int
     rotation: int
@@ -43,11 +67,12 @@ def _assist_root(ref: RefState, a: RootAssist, sim: SimState):
     """Launch dim ``N``: every env's free-joint velocity (``qvel[:, 0:2]``, with ``vertical`` ``[:, 2]``, with
     ``rotation`` ``[:, 3:6]``) a share ``alpha`` towards the reference's root (slot 0, the time this step reaches).
 
-    # Data in: ref.root_pos / root_quat / root_lin_vel_w / root_ang_vel_w (slot 0), sim.qpos[:, 0:7], a.alpha
+    # Data in: ref.root_pos / root_quat / root_lin_vel_w / root_ang_vel_w (slot 0), sim.qpos[:, 0:7], a.alpha,
+    #          a.motion_ids (per_motion)
     # Data out: sim.qvel[:, 0:6] (the assisted axes)
     """
     env = wp.tid()
-    alpha = a.alpha[0]
+    alpha = a.alpha[a.per_motion * a.motion_ids[env]]
     if alpha <= 0.0:
         return
     p = wp.vec3(sim.qpos[env, 0], sim.qpos[env, 1], sim.qpos[env, 2])
@@ -76,8 +101,52 @@ def _fade(a: RootAssist):
     a.alpha[0] = wp.max(0.0, a.alpha[0] - a.decrement)
 
 
+@wp.kernel
+def _count_motion_steps(a: RootAssist):
+    """Launch dim ``N``: each env's step, and its termination, counted for its motion.
+
+    # Data in: a.motion_ids, a.terminated
+    # Data out: a.counts (accumulated)
+    """
+    env = wp.tid()
+    m = a.motion_ids[env]
+    wp.atomic_add(a.counts, m, 0, 1.0)
+    if a.terminated[env]:
+        wp.atomic_add(a.counts, m, 1, 1.0)
+
+
+@wp.kernel
+def _fade_by_survival(a: RootAssist):
+    """Launch dim ``M``: a motion with envs this step folds its termination rate into its EMA and moves its share
+    one ``decrement`` down (its envs survive ``survive_steps`` on average) or up (within ``[0, hi]``); the counts
+    restart. A motion without envs this step keeps its share and EMA.
+
+    # Data in: a.counts
+    # Data out: a.rate_ema, a.alpha (read-modify-write), a.counts (zeroed)
+    """
+    m = wp.tid()
+    steps = a.counts[m, 0]
+    if steps > 0.0:
+        ema = a.rate_ema[m] + a.ema * (a.counts[m, 1] / steps - a.rate_ema[m])
+        a.rate_ema[m] = ema
+        if ema * a.survive_steps < 1.0:
+            a.alpha[m] = wp.max(0.0, a.alpha[m] - a.decrement)
+        else:
+            a.alpha[m] = wp.min(a.hi, a.alpha[m] + a.decrement)
+    a.counts[m, 0] = 0.0
+    a.counts[m, 1] = 0.0
+
+
 def assist_root(ref: RefState, a: RootAssist, sim: SimState) -> None:
-    """One control step of the assist: the root velocities of every env nudged (while ``alpha > 0``), then
-    ``alpha`` faded by one step. Device work only (no host read), capturable in the env's step graph."""
+    """The root velocities of every env nudged by its share (those at 0 untouched). Device work only."""
     wp.launch(_assist_root, dim=sim.qvel.shape[0], inputs=[ref, a, sim], device=a.alpha.device)
-    wp.launch(_fade, dim=1, inputs=[a], device=a.alpha.device)
+
+
+def fade_assist(a: RootAssist) -> None:
+    """One control step of the fade, after the step's terminations: the one share one ``decrement`` lower, or each
+    motion's share moved by its survival. Device work only (no host read), capturable in the env's step graph."""
+    if a.per_motion:
+        wp.launch(_count_motion_steps, dim=a.motion_ids.shape[0], inputs=[a], device=a.alpha.device)
+        wp.launch(_fade_by_survival, dim=a.alpha.shape[0], inputs=[a], device=a.alpha.device)
+    else:
+        wp.launch(_fade, dim=1, inputs=[a], device=a.alpha.device)
