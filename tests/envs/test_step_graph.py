@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
-from simppo.envs.imitation.config import DeployRandomizationCfg, RootAssistCfg
+from simppo.envs.imitation.config import DeployRandomizationCfg, RootAssistCfg, TerminationCfg
 from simppo.sim import SimCfg
 from tests.helpers import SyncCounter
 
@@ -17,7 +17,10 @@ DEPLOY = replace(HumanoidImitationEnvCfg(), observations="deploy", obs_noise=Tru
                  assist=RootAssistCfg(start=0.5, anneal_steps=20))  # held for the first half of the steps
 COMPARED = ("obs_full", "obs_actor", "terminal_obs_full", "reward", "reward_terms", "terminated", "truncated",
             "done", "done_stats", "motion_ids", "times", "episode_length", "step_unstable", "action_history",
-            "assist_alpha")
+            "assist_alpha", "assist_rate")
+# one harness share per motion, faded by each motion's terminations (drift ends episodes)
+PER_MOTION = replace(HumanoidImitationEnvCfg(), terminations=TerminationCfg(body_pos=0.3),
+                     assist=RootAssistCfg(start=0.5, anneal_steps=20, fade="survival"))
 
 
 def _env(cfg: HumanoidImitationEnvCfg, graph: bool, backend: str = "mjwarp") -> HumanoidImitationEnv:
@@ -39,7 +42,8 @@ def _assert_same(a: HumanoidImitationEnv, b: HumanoidImitationEnv) -> None:
     assert torch.equal(a.sampler.failure_ema, b.sampler.failure_ema) and torch.equal(a.sampler.rng, b.sampler.rng)
 
 
-@pytest.mark.parametrize("cfg", [HumanoidImitationEnvCfg(), DEPLOY], ids=["default", "deploy"])
+@pytest.mark.parametrize("cfg", [HumanoidImitationEnvCfg(), DEPLOY, PER_MOTION],
+                         ids=["default", "deploy", "per_motion"])
 def test_graph_and_eager_steps_agree_exactly(cfg):
     eager, graph = _env(cfg, False), _env(cfg, True)
     resets = torch.zeros(N, dtype=torch.int32)
