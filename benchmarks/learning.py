@@ -161,7 +161,7 @@ def main() -> None:
         eval_s = time.perf_counter() - t0
         tracked = [r.mpjpe_local_mm for r in results if r.success]
         start_share = env.sampler.motion_shares().tolist()
-        # the root assist's share per motion (one for all unless env.assist.fade=survival; 0 without the assist)
+        # the root assist's share per motion (one for all with env.assist.fade=schedule; 0 without the assist)
         shares = env.assist_alpha.tolist() if env.assist is not None else [0.0]
         assist = [shares[min(i, len(shares) - 1)] for i in range(len(start_share))]
         row = {"samples": runner.step_count, "iterations": runner.epoch,

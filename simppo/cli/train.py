@@ -96,20 +96,20 @@ def run_files(run_dir: Path) -> list[Path]:
 
 def assist_notice(cfg: TrainCfg) -> str | None:
     """A one-line notice when the env's root assist (``env.assist``) fades out later than the run stops: the policy
-    it ends with still leans on the harness the evaluation never gives; or when it fades by survival while drift
-    ends no episode (a robot left behind would count as tracking); ``None`` otherwise."""
+    it ends with still leans on the harness the evaluation never gives; or when it fades per motion (by survival or
+    success) while drift ends no episode (a robot left behind would count as tracking); ``None`` otherwise."""
     assist = getattr(cfg.env, "assist", None)
     if assist is None or not assist.enabled:
         return None
-    if assist.fade == "survival" and not math.isfinite(cfg.env.terminations.body_pos):
-        return ("simppo-train: note: env.assist.fade=survival with env.terminations.body_pos=inf: a robot left "
+    if assist.per_motion and not math.isfinite(cfg.env.terminations.body_pos):
+        return (f"simppo-train: note: env.assist.fade={assist.fade} with env.terminations.body_pos=inf: a robot left "
                 "behind by the reference ends no episode, so its motion loses the harness as if it tracked; set "
                 "env.terminations.body_pos (e.g. 0.5)")
     steps = cfg.max_epochs * cfg.agent.num_steps
     if steps > assist.anneal_steps:
         return None
     return (f"simppo-train: note: env.assist fades out over {assist.anneal_steps} control steps (at the earliest, "
-            f"with fade=survival) and this run stops "
+            f"with a per-motion fade) and this run stops "
             f"after {steps} (max_epochs x agent.num_steps): its policy will still lean on the harness; raise "
             f"max_epochs, shorten env.assist.anneal_steps or set env.assist.start=0")
 

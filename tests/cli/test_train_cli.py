@@ -85,3 +85,5 @@ def test_a_run_shorter_than_the_root_assists_fade_is_told_so():
     assert drift_free is not None and "env.terminations.body_pos" in drift_free and "\n" not in drift_free
     assert assist_notice(cfg("env=humanoid_imitation", "env.assist.start=1", "env.assist.fade=survival",
                              "env.terminations.body_pos=0.5")) is None
+    assert "fade=success" in assist_notice(cfg("env=humanoid_imitation", "env.assist.start=1",
+                                               "env.assist.fade=success"))

@@ -196,6 +196,41 @@ def test_root_assist_per_motion_fades_by_each_motions_survival(sim_cfg):
     assert torch.equal(fresh.assist_alpha[2:], torch.full((num_motions - 2,), 0.5))
 
 
+def test_root_assist_per_motion_fades_by_each_motions_success(sim_cfg):
+    """``fade=success``: a motion's share falls while under ``max_fail`` of its episodes end on a termination.
+    Episodes that run out of clip are successes (the share falls at the schedule's rate, the rate stays 0);
+    where every episode terminates the shares rise back, to ``start`` at most."""
+    from simppo.envs.imitation.config import RootAssistCfg, TerminationCfg
+
+    def make(ema=0.01, **terminations) -> HumanoidImitationEnv:
+        cfg = replace(HumanoidImitationEnvCfg(), terminations=TerminationCfg(**terminations),
+                      assist=RootAssistCfg(start=0.5, anneal_steps=100, fade="success", max_fail=0.25, ema=ema))
+        return HumanoidImitationEnv(cfg, num_envs=2, device="cpu", sim_cfg=sim_cfg)
+
+    env = make()
+    sway = env.motion_lib.motion_names.index("stand_sway")
+    end = float(env.motion_lib.motion_lengths[sway])
+    env.reset_to(torch.full((2,), sway, dtype=torch.int32), torch.full((2,), end - 3.5 * env.dt))
+    ended = 0
+    for _ in range(10):
+        env.step(torch.zeros(2, env.num_actions))
+        ended += int(env.truncated.sum())
+        assert not env.terminated.any()
+    assert ended >= 2  # both ran out of clip (and restarted elsewhere)
+    assert float(env.assist_alpha[sway]) <= 0.5 - 3 * 0.005 + 1e-6  # one 0.005 per step with its envs
+    assert not env.assist_rate.any() and float(env.assist_alpha.max()) == 0.5 and float(env.assist_alpha.min()) < 0.5
+
+    failing = make(ema=0.5, anchor_height=1e-6)  # every episode ends on a termination: the rate 0.5 at once
+    failing.assist_alpha.fill_(0.2)
+    for _ in range(10):
+        failing.step(torch.zeros(2, failing.num_actions))
+    visited = failing.assist_rate > 0
+    assert visited.any() and bool((failing.assist_alpha[visited] > 0.2 + 0.004).all())
+    for _ in range(100):
+        failing.step(torch.zeros(2, failing.num_actions))
+    assert float(failing.assist_alpha.max()) <= 0.5
+
+
 def test_termination_curriculum_tightens_in_the_step_and_resumes(sim_cfg):
     from simppo.envs.imitation.config import TerminationCurriculumCfg
     from simppo.eval.loading import eval_env_cfg

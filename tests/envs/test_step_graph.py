@@ -18,9 +18,10 @@ DEPLOY = replace(HumanoidImitationEnvCfg(), observations="deploy", obs_noise=Tru
 COMPARED = ("obs_full", "obs_actor", "terminal_obs_full", "reward", "reward_terms", "terminated", "truncated",
             "done", "done_stats", "motion_ids", "times", "episode_length", "step_unstable", "action_history",
             "assist_alpha", "assist_rate")
-# one harness share per motion, faded by each motion's terminations (drift ends episodes)
+# one harness share per motion, faded by the share of each motion's episodes ending on a termination (drift ends
+# episodes); it reads terminations and time-outs, a superset of what fade=survival reads
 PER_MOTION = replace(HumanoidImitationEnvCfg(), terminations=TerminationCfg(body_pos=0.3),
-                     assist=RootAssistCfg(start=0.5, anneal_steps=20, fade="survival"))
+                     assist=RootAssistCfg(start=0.5, anneal_steps=20, fade="success", ema=0.5))
 
 
 def _env(cfg: HumanoidImitationEnvCfg, graph: bool, backend: str = "mjwarp") -> HumanoidImitationEnv:

@@ -44,20 +44,23 @@ def _case(n=9, nq=12, seed=0):
 
 
 def _bind(t, alpha, motion_ids, terminated, decrement=0.05, tau=0.1, vertical=False, rotation=False,
-          per_motion=False, hi=1.0, ema=0.1, survive_steps=10.0):
-    """A :class:`RootAssist` over tensors kept in ``t`` (``alpha``, ``motion_ids``, ``terminated``, ``counts``,
-    ``rate_ema``)."""
+          per_motion=False, hi=1.0, ema=0.1, max_rate=0.1, truncated=None, per_episode=False):
+    """A :class:`RootAssist` over tensors kept in ``t`` (``alpha``, ``motion_ids``, ``terminated``, ``truncated``,
+    ``counts``, ``rate_ema``)."""
     t["alpha"] = torch.tensor(alpha, dtype=torch.float32).reshape(-1)
     t["motion_ids"] = torch.tensor(motion_ids, dtype=torch.int32)
     t["terminated"] = torch.tensor(terminated, dtype=torch.bool)
+    t["truncated"] = torch.zeros_like(t["terminated"]) if truncated is None else torch.tensor(truncated)
     shares = t["alpha"].shape[0] if per_motion else 0
-    t.setdefault("counts", torch.zeros(shares, 2))
+    t.setdefault("counts", torch.zeros(shares, 3))
     t.setdefault("rate_ema", torch.zeros(shares))
     a = RootAssist()
     a.alpha, a.motion_ids = warp_view(t["alpha"]), warp_view(t["motion_ids"], wp.int32)
     a.terminated, a.counts = warp_view(t["terminated"], wp.bool), warp_view(t["counts"])
+    a.truncated = warp_view(t["truncated"], wp.bool)
     a.rate_ema, a.per_motion, a.hi, a.ema = warp_view(t["rate_ema"]), int(per_motion), hi, ema
-    a.survive_steps, a.decrement, a.inv_tau = survive_steps, decrement, 1.0 / tau
+    a.per_episode, a.max_rate = int(per_episode), max_rate
+    a.decrement, a.inv_tau = decrement, 1.0 / tau
     a.vertical, a.rotation = int(vertical), int(rotation)
     return a
 
@@ -140,49 +143,61 @@ def test_each_env_is_nudged_by_its_motions_share():
     assert torch.equal(t["qvel"][ids == 2], torch.tensor(qvel[ids == 2], dtype=torch.float32))
 
 
-def _survival_reference(alpha, rate_ema, ids, terminated, decrement, hi, ema, survive_steps):
-    """Float64: each motion with envs folds its termination rate per env-step into its EMA and moves its share by
-    ``decrement``, down while ``ema * survive_steps < 1`` (to 0), up otherwise (to ``hi``)."""
+def _per_motion_reference(alpha, rate_ema, ids, terminated, truncated, decrement, hi, ema, max_rate, per_episode):
+    """Float64: each motion with envs folds its termination rate (per env-step, or with ``per_episode`` per ended
+    episode when some ended) into its EMA and moves its share by ``decrement``, down while the EMA is under
+    ``max_rate`` (to 0), up otherwise (to ``hi``)."""
     alpha, rate_ema = np.array(alpha, dtype=np.float64), np.array(rate_ema, dtype=np.float64)
     for m in range(alpha.shape[0]):
         rows = ids == m
         if not rows.any():
             continue
-        rate_ema[m] += ema * (terminated[rows].mean() - rate_ema[m])
-        step = -decrement if rate_ema[m] * survive_steps < 1.0 else decrement
+        ended = (terminated | truncated)[rows].sum() if per_episode else rows.sum()
+        if ended > 0:
+            rate_ema[m] += ema * (terminated[rows].sum() / ended - rate_ema[m])
+        step = -decrement if rate_ema[m] < max_rate else decrement
         alpha[m] = min(hi, max(0.0, alpha[m] + step))
     return alpha, rate_ema
 
 
-def test_each_motions_share_fades_by_its_survival():
-    """Eight steps of random terminations over five motions (one without envs) against the float64 reference:
-    the EMA of each motion's termination rate, its share moved down or up and clamped to [0, hi], the scratch
-    counts zeroed after each step."""
+@pytest.mark.parametrize("per_episode", [False, True], ids=["survival", "success"])
+def test_each_motions_share_fades_by_how_it_does(per_episode):
+    """Twelve steps of random terminations and clip ends over five motions (one without envs) against the float64
+    reference: the EMA of each motion's termination rate (per env-step; or per ended episode, kept on a step where
+    none of the motion's episodes ended), its share moved down or up and clamped to [0, hi], the scratch counts
+    zeroed after each step."""
     init_warp()
     rng = np.random.default_rng(4)
     n, m = 40, 5
-    hi, decrement, ema, survive_steps = 0.8, 0.1, 0.3, 6.0
+    hi, decrement, ema = 0.8, 0.1, 0.3
+    max_rate = 0.3 if per_episode else 1.0 / 6.0
     alpha = np.array([0.8, 0.05, 0.5, 0.3, 0.75])
     rate_ema = np.array([0.0, 0.4, 0.1, 0.2, 0.05])
-    t = {"counts": torch.zeros(m, 2), "rate_ema": torch.tensor(rate_ema, dtype=torch.float32)}
+    t = {"counts": torch.zeros(m, 3), "rate_ema": torch.tensor(rate_ema, dtype=torch.float32)}
     fail_prob = np.array([0.02, 0.6, 0.15, 0.0, 0.3])
-    moved_up = moved_down = False
-    for _ in range(8):
+    moved_up = moved_down = kept_ema = at_zero = at_hi = False
+    for _ in range(12):
         ids = rng.choice([0, 1, 2, 4], size=n).astype(np.int32)  # motion 3 has no env
         terminated = rng.random(n) < fail_prob[ids]
+        truncated = ~terminated & (rng.random(n) < 0.05)
         before = t["rate_ema"].double().numpy()
         a = _bind(t, alpha.astype(np.float32).tolist(), ids, terminated, decrement, per_motion=True, hi=hi,
-                  ema=ema, survive_steps=survive_steps)
+                  ema=ema, max_rate=max_rate, truncated=truncated, per_episode=per_episode)
         fade_assist(a)
         wp.synchronize()
-        want_alpha, want_ema = _survival_reference(alpha.astype(np.float32), before, ids, terminated, decrement, hi,
-                                                   ema, survive_steps)
+        want_alpha, want_ema = _per_motion_reference(alpha.astype(np.float32), before, ids, terminated, truncated,
+                                                     decrement, hi, ema, np.float32(max_rate), per_episode)
         np.testing.assert_allclose(t["alpha"].double().numpy(), want_alpha, atol=1e-6)
         np.testing.assert_allclose(t["rate_ema"].double().numpy(), want_ema, atol=1e-6)
         assert not t["counts"].any()
         moved_up |= bool((want_alpha > alpha + 1e-9).any())
         moved_down |= bool((want_alpha < alpha - 1e-9).any())
+        ended = np.bincount(ids[terminated | truncated], minlength=m)
+        kept_ema |= bool((np.isin(np.arange(m), ids) & (ended == 0)).any())
+        at_zero |= bool((want_alpha == 0.0).any())
+        at_hi |= bool((want_alpha == hi).any())
         alpha = t["alpha"].double().numpy()
     assert moved_up and moved_down  # both branches ran
+    assert kept_ema  # some motion with envs had no episode end on some step
     assert alpha[3] == pytest.approx(0.3) and float(t["rate_ema"][3]) == pytest.approx(0.2)  # no env: untouched
-    assert alpha[1] == pytest.approx(hi) and alpha[0] == pytest.approx(0.0, abs=1e-6)  # clamped at both ends
+    assert at_zero and at_hi  # clamped at both ends

@@ -46,6 +46,9 @@ class TerminationCurriculumCfg:
         return self.start_scale > 1.0
 
 
+ASSIST_FADES = ("schedule", "survival", "success")
+
+
 @dataclass
 class RootAssistCfg:
     """A virtual harness for early training (:mod:`simppo.kernels.imitation.assist`): before each control step's
@@ -53,8 +56,10 @@ class RootAssistCfg:
     reference root (closing the position error in ``tau_s``), and that share falls linearly to 0 over
     ``anneal_steps`` control steps (from then on training is unassisted). ``fade=survival``: each motion has its own
     share, which falls at that rate while the motion's envs survive on average ``survive_s`` between terminations
-    and rises back (to ``start``) otherwise, so a motion the policy cannot yet track keeps its harness; pair it with
-    ``env.terminations.body_pos`` so that a robot left behind ends its episode. ``vertical`` / ``rotation`` assist
+    and rises back (to ``start``) otherwise, so a motion the policy cannot yet track keeps its harness;
+    ``fade=success``: the same, with the share falling while fewer than ``max_fail`` of the motion's episodes end
+    on a termination (rather than at the clip's end or a time-out). Pair either with ``env.terminations.body_pos``
+    so that a robot left behind ends its episode. ``vertical`` / ``rotation`` assist
     the root's height / orientation too (a harness that also holds the robot up and upright). ``start=0``: off. The
     evaluation never assists. Off by default: it teaches the walk alone to walk, and on 1.5 M samples of walk,
     squat and turn it leaves too little unassisted training for the walk and the turn (``docs/learning.md``)."""
@@ -65,9 +70,11 @@ class RootAssistCfg:
     tau_s: float = 0.1
     vertical: bool = False
     rotation: bool = False
-    fade: str = "schedule"  # schedule: one share for all | survival: one per motion, by its survival
+    fade: str = "schedule"  # schedule: one share for all | survival, success: one per motion, by how it does
     survive_s: float = 2.0  # fade=survival: mean time between two terminations above which a motion's share falls
-    ema: float = 0.01  # fade=survival: weight of a step's termination rate in each motion's running mean
+    # fade=success: the fraction of a motion's episodes ending on a termination under which its share falls
+    max_fail: float = 0.25
+    ema: float = 0.01  # fade=survival / success: weight of a step's termination rate in each motion's running mean
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.start <= 1.0:
@@ -75,14 +82,20 @@ class RootAssistCfg:
         if not (isinstance(self.anneal_steps, int) and self.anneal_steps >= 1 and self.tau_s > 0.0):
             raise ValueError(f"env.assist: anneal_steps={self.anneal_steps} must be an integer >= 1 and "
                              f"tau_s={self.tau_s} > 0")
-        if self.fade not in ("schedule", "survival"):
-            raise ValueError(f"env.assist.fade={self.fade!r}: choose schedule or survival")
-        if not (self.survive_s > 0.0 and 0.0 < self.ema <= 1.0):
-            raise ValueError(f"env.assist: survive_s={self.survive_s} must be > 0 and ema={self.ema} in (0, 1]")
+        if self.fade not in ASSIST_FADES:
+            raise ValueError(f"env.assist.fade={self.fade!r}: choose one of {', '.join(ASSIST_FADES)}")
+        if not (self.survive_s > 0.0 and 0.0 < self.max_fail < 1.0 and 0.0 < self.ema <= 1.0):
+            raise ValueError(f"env.assist: survive_s={self.survive_s} must be > 0, max_fail={self.max_fail} in "
+                             f"(0, 1) and ema={self.ema} in (0, 1]")
 
     @property
     def enabled(self) -> bool:
         return self.start > 0.0
+
+    @property
+    def per_motion(self) -> bool:
+        """One share per motion, moved by how that motion's envs do (``fade`` survival or success)."""
+        return self.fade in ("survival", "success")
 
 
 @dataclass

@@ -131,12 +131,13 @@ class HumanoidImitationEnv(VecEnv):
         curriculum = cfg.terminations.curriculum
         self.termination_scale = torch.full((1,), curriculum.start_scale, **f32)
         self._termination_rate = torch.zeros(1, **f32)
-        # the root assist's share this step: one, or one per motion (fade=survival) with its termination-rate EMA
-        self._assist_per_motion = cfg.assist.fade == "survival"
+        # the root assist's share this step: one, or one per motion (fade=survival / success) with its
+        # termination-rate EMA
+        self._assist_per_motion = cfg.assist.per_motion
         num_shares = self.motion_lib.num_motions if self._assist_per_motion else 1
         self.assist_alpha = torch.full((num_shares,), cfg.assist.start, **f32)
         self.assist_rate = torch.zeros(num_shares if self._assist_per_motion else 0, **f32)
-        self._assist_counts = torch.zeros(self.assist_rate.shape[0], 2, **f32)
+        self._assist_counts = torch.zeros(self.assist_rate.shape[0], 3, **f32)
         self._termination_count = torch.zeros(1, **f32)
         self.randomizer = Randomizer(cfg.randomization, self.sim, self.default_joint_pos, self.action_delay,
                                      self.anchor_id, seed)
@@ -276,9 +277,12 @@ class HumanoidImitationEnv(VecEnv):
         cfg = self.cfg.assist
         a = RootAssist()
         a.alpha, a.motion_ids, a.terminated = warp_view(self.assist_alpha), self.buf.motion_ids, self.buf.terminated
+        a.truncated = self.buf.truncated
         a.counts, a.rate_ema = warp_view(self._assist_counts), warp_view(self.assist_rate)
         a.per_motion, a.hi = int(self._assist_per_motion), float(cfg.start)
-        a.ema, a.survive_steps = float(cfg.ema), float(cfg.survive_s / self.dt)
+        a.per_episode = int(cfg.fade == "success")
+        # survival: one termination per survive_s of env-steps; success: a fraction of the episodes that ended
+        a.ema, a.max_rate = float(cfg.ema), float(cfg.max_fail if a.per_episode else self.dt / cfg.survive_s)
         a.decrement, a.inv_tau = float(cfg.start / cfg.anneal_steps), float(1.0 / cfg.tau_s)
         a.vertical, a.rotation = int(cfg.vertical), int(cfg.rotation)
         return a

@@ -20,10 +20,13 @@ How ``alpha`` fades, after each step's terminations (:func:`fade_assist`):
 - one share for every env (``per_motion = 0``, ``alpha [1]``): it falls by ``decrement`` per control step to 0, from
   where training is unassisted;
 - one share per motion (``per_motion = 1``, ``alpha [M]``): each motion's envs are counted, its termination rate
-  per env-step folded into an EMA, and its share moves by ``decrement``: down (to 0) while its envs survive on
-  average more than ``survive_steps`` control steps between terminations, back up (to ``hi``) otherwise. A motion
-  the policy tracks alone loses its harness as fast as the schedule's; one it cannot yet track keeps as much as it
-  needs. Ending episodes on the global drift (``env.terminations.body_pos``) makes a robot left behind count.
+  folded into an EMA, and its share moves by ``decrement``: down (to 0) while the EMA is under ``max_rate``, back
+  up (to ``hi``) otherwise. The rate is per env-step (``per_episode = 0``: ``max_rate`` is one termination per
+  ``survive_s``) or per ended episode (``per_episode = 1``: the fraction of the motion's episodes that end on a
+  termination rather than at the clip's end or a time-out, a rate that does not count a short clip's episodes as
+  surviving because they run out of clip first). A motion the policy tracks alone loses its harness as fast as the
+  schedule's; one it cannot yet track keeps as much as it needs. Ending episodes on the global drift
+  (``env.terminations.body_pos``) makes a robot left behind count.
 
 Entry points: :func:`assist_root` (after the reference of the step is queried, before the physics) and
 :func:`fade_assist` (after the terminations of the step).
@@ -40,23 +43,26 @@ from simppo.kernels.types import SimState
 class RootAssist:
     """``alpha [1]`` or, with ``per_motion``, ``[M]`` (float32, state, read-modify-write): the share of the way to
     the reference's root velocity applied this step (env ``i`` reads ``alpha[per_motion * motion_ids[i]]``).
-    ``motion_ids [N]`` (int32) and ``terminated [N]`` (bool) in; with ``per_motion``: ``counts [M, 2]`` (float32
-    scratch: each motion's env-steps and terminations this step) and ``rate_ema [M]`` (float32 state: the EMA of
-    each motion's terminations per env-step). ``decrement`` the share's move per control step, ``hi`` its
-    ceiling, ``ema`` the EMA's weight of a step, ``survive_steps`` the mean control steps between two terminations
-    above which a motion's share falls, ``inv_tau`` 1 / the time in which the pose error is closed, ``vertical`` /
-    ``rotation`` 1 to assist the height / the orientation too (0: horizontal only)."""
+    ``motion_ids [N]`` (int32), ``terminated`` / ``truncated [N]`` (bool) in; with ``per_motion``: ``counts [M, 3]``
+    (float32 scratch: each motion's env-steps, ended episodes and terminations this step) and ``rate_ema [M]``
+    (float32 state: the EMA of each motion's terminations per env-step, or with ``per_episode`` per ended
+    episode). ``decrement`` the share's move per control step, ``hi`` its ceiling, ``ema`` the EMA's weight of a
+    step, ``max_rate`` the EMA under which a motion's share falls, ``inv_tau`` 1 / the time in which the pose
+    error is closed, ``vertical`` / ``rotation`` 1 to assist the height / the orientation too (0: horizontal
+    only)."""
 
     alpha: wp.array(dtype=wp.float32)
     motion_ids: wp.array(dtype=wp.int32)
     terminated: wp.array(dtype=wp.bool)
+    truncated: wp.array(dtype=wp.bool)
     counts: wp.array2d(dtype=wp.float32)
     rate_ema: wp.array(dtype=wp.float32)
     per_motion: int
+    per_episode: int
     decrement: float
     hi: float
     ema: float
-    survive_steps: float
+    max_rate: float
     inv_tau: float
     vertical: int
     rotation: int
@@ -103,38 +109,43 @@ def _fade(a: RootAssist):
 
 @wp.kernel
 def _count_motion_steps(a: RootAssist):
-    """Launch dim ``N``: each env's step, and its termination, counted for its motion.
+    """Launch dim ``N``: each env's step, its episode's end and its termination, counted for its motion.
 
-    # Data in: a.motion_ids, a.terminated
+    # Data in: a.motion_ids, a.terminated, a.truncated
     # Data out: a.counts (accumulated)
     """
     env = wp.tid()
     m = a.motion_ids[env]
     wp.atomic_add(a.counts, m, 0, 1.0)
-    if a.terminated[env]:
+    if a.terminated[env] or a.truncated[env]:
         wp.atomic_add(a.counts, m, 1, 1.0)
+    if a.terminated[env]:
+        wp.atomic_add(a.counts, m, 2, 1.0)
 
 
 @wp.kernel
 def _fade_by_survival(a: RootAssist):
-    """Launch dim ``M``: a motion with envs this step folds its termination rate into its EMA and moves its share
-    one ``decrement`` down (its envs survive ``survive_steps`` on average) or up (within ``[0, hi]``); the counts
-    restart. A motion without envs this step keeps its share and EMA.
+    """Launch dim ``M``: a motion with envs this step folds its termination rate (per env-step, or with
+    ``per_episode`` per ended episode, when some ended) into its EMA and moves its share one ``decrement`` down
+    (the EMA under ``max_rate``) or up (within ``[0, hi]``); the counts restart. A motion without envs this step
+    keeps its share and EMA.
 
     # Data in: a.counts
     # Data out: a.rate_ema, a.alpha (read-modify-write), a.counts (zeroed)
     """
     m = wp.tid()
-    steps = a.counts[m, 0]
-    if steps > 0.0:
-        ema = a.rate_ema[m] + a.ema * (a.counts[m, 1] / steps - a.rate_ema[m])
-        a.rate_ema[m] = ema
-        if ema * a.survive_steps < 1.0:
+    if a.counts[m, 0] > 0.0:
+        per = a.counts[m, a.per_episode]
+        ema = a.rate_ema[m]
+        if per > 0.0:
+            ema = ema + a.ema * (a.counts[m, 2] / per - ema)
+            a.rate_ema[m] = ema
+        if ema < a.max_rate:
             a.alpha[m] = wp.max(0.0, a.alpha[m] - a.decrement)
         else:
             a.alpha[m] = wp.min(a.hi, a.alpha[m] + a.decrement)
-    a.counts[m, 0] = 0.0
-    a.counts[m, 1] = 0.0
+    for k in range(3):
+        a.counts[m, k] = 0.0
 
 
 def assist_root(ref: RefState, a: RootAssist, sim: SimState) -> None:
