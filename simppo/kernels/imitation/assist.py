@@ -108,7 +108,7 @@ def _fade(a: RootAssist):
 
 
 @wp.kernel
-def _count_motion_steps(a: RootAssist):
+def _count_motion_outcomes(a: RootAssist):
     """Launch dim ``N``: each env's step, its episode's end and its termination, counted for its motion.
 
     # Data in: a.motion_ids, a.terminated, a.truncated
@@ -124,7 +124,7 @@ def _count_motion_steps(a: RootAssist):
 
 
 @wp.kernel
-def _fade_by_survival(a: RootAssist):
+def _fade_by_rate(a: RootAssist):
     """Launch dim ``M``: a motion with envs this step folds its termination rate (per env-step, or with
     ``per_episode`` per ended episode, when some ended) into its EMA and moves its share one ``decrement`` down
     (the EMA under ``max_rate``) or up (within ``[0, hi]``); the counts restart. A motion without envs this step
@@ -155,9 +155,9 @@ def assist_root(ref: RefState, a: RootAssist, sim: SimState) -> None:
 
 def fade_assist(a: RootAssist) -> None:
     """One control step of the fade, after the step's terminations: the one share one ``decrement`` lower, or each
-    motion's share moved by its survival. Device work only (no host read), capturable in the env's step graph."""
+    motion's share moved by its termination rate. Device work only (no host read), capturable in the step graph."""
     if a.per_motion:
-        wp.launch(_count_motion_steps, dim=a.motion_ids.shape[0], inputs=[a], device=a.alpha.device)
-        wp.launch(_fade_by_survival, dim=a.alpha.shape[0], inputs=[a], device=a.alpha.device)
+        wp.launch(_count_motion_outcomes, dim=a.motion_ids.shape[0], inputs=[a], device=a.alpha.device)
+        wp.launch(_fade_by_rate, dim=a.alpha.shape[0], inputs=[a], device=a.alpha.device)
     else:
         wp.launch(_fade, dim=1, inputs=[a], device=a.alpha.device)
