@@ -150,6 +150,21 @@ def test_root_assist_holds_the_robot_on_the_reference_and_fades(sim_cfg):
     assert not eval_env_cfg(env.cfg).assist.enabled  # whatever the default
 
 
+def _failing_shares_rise(failing: HumanoidImitationEnv) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-motion shares set to 0.2 in an env where every episode ends on a termination: after 10 steps each
+    motion that had envs (a rate above 0) has risen; after 100 more no share is above ``start`` (0.5). Returns
+    the motions visited in the first 10 steps and every share at that point."""
+    failing.assist_alpha.fill_(0.2)
+    for _ in range(10):
+        failing.step(torch.zeros(2, failing.num_actions))
+    visited, shares = failing.assist_rate > 0, failing.assist_alpha.clone()
+    assert visited.any() and bool((shares[visited] > 0.2 + 0.004).all())
+    for _ in range(100):
+        failing.step(torch.zeros(2, failing.num_actions))
+    assert float(failing.assist_alpha.max()) <= 0.5
+    return visited, shares
+
+
 def test_root_assist_per_motion_fades_by_each_motions_survival(sim_cfg):
     """``fade=survival``: one share per motion. A motion whose envs keep their balance loses its share at the
     schedule's rate; where every env terminates each step the shares rise back, to ``start`` at most; a motion
@@ -175,16 +190,8 @@ def test_root_assist_per_motion_fades_by_each_motions_survival(sim_cfg):
     assert torch.equal(env.assist_alpha[others], torch.full((num_motions - 1,), 0.5))
     assert float(env.metrics()["env/assist"]) == pytest.approx(float(env.assist_alpha.mean()), abs=1e-6)
 
-    failing = make(anchor_height=1e-6)  # every env terminates every step
-    failing.assist_alpha.fill_(0.2)
-    for _ in range(10):
-        failing.step(torch.zeros(2, failing.num_actions))
-    visited = failing.assist_rate > 0
-    assert visited.any() and bool((failing.assist_alpha[visited] > 0.2 + 0.004).all())
-    assert torch.equal(failing.assist_alpha[~visited], torch.full((int((~visited).sum()),), 0.2))
-    for _ in range(100):
-        failing.step(torch.zeros(2, failing.num_actions))
-    assert float(failing.assist_alpha.max()) <= 0.5
+    visited, shares = _failing_shares_rise(make(anchor_height=1e-6))  # every env terminates every step
+    assert torch.equal(shares[~visited], torch.full((int((~visited).sum()),), 0.2))
 
     state = env.state_dict()
     fresh = make()
@@ -220,15 +227,7 @@ def test_root_assist_per_motion_fades_by_each_motions_success(sim_cfg):
     assert float(env.assist_alpha[sway]) <= 0.5 - 3 * 0.005 + 1e-6  # one 0.005 per step with its envs
     assert not env.assist_rate.any() and float(env.assist_alpha.max()) == 0.5 and float(env.assist_alpha.min()) < 0.5
 
-    failing = make(ema=0.5, anchor_height=1e-6)  # every episode ends on a termination: the rate 0.5 at once
-    failing.assist_alpha.fill_(0.2)
-    for _ in range(10):
-        failing.step(torch.zeros(2, failing.num_actions))
-    visited = failing.assist_rate > 0
-    assert visited.any() and bool((failing.assist_alpha[visited] > 0.2 + 0.004).all())
-    for _ in range(100):
-        failing.step(torch.zeros(2, failing.num_actions))
-    assert float(failing.assist_alpha.max()) <= 0.5
+    _failing_shares_rise(make(ema=0.5, anchor_height=1e-6))  # every episode terminates: the rate 0.5 at once
 
 
 def test_termination_curriculum_tightens_in_the_step_and_resumes(sim_cfg):
