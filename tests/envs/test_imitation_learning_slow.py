@@ -11,8 +11,8 @@ Run by hand, one at a time (each ~12 minutes on 2 cores)::
 Passing means every clip played to its end without a termination of the env (anchor height / orientation, end
 effector height, as in training) and an anchor-aligned body error (the reward's ``error/body_pos``) within the
 bound. ProtoMotions' success (also no global body error above 0.5 m at any step) is printed beside it: the
-shipped walk still drifts off the reference's path (``docs/learning.md``; ``env.assist.start=1`` makes the walk
-alone walk).
+walk alone walks after the reference, while trained with the squat and the turn it still drifts off the
+reference's path (``docs/learning.md``).
 ``SIMPPO_SLOW_TRAIN_SAMPLES`` changes the budget (default 1.5 M samples), so that every machine reaches the same
 verdict. Every iteration prints the wall time, samples, training body-position error and, every ``eval_every``
 epochs, the periodic evaluation. Measured figures: ``docs/learning.md``.
