@@ -19,7 +19,7 @@ class MLPCfg:
 @dataclass
 class ActorCfg(MLPCfg):
     # σ ≈ 0.61 of the action scale: wide enough that a walk's steps are tried before standing still pays off
-    # (at 0.37 the walk alone never lifts a foot), narrow enough to keep the robot up early on
+    # (narrower, the walk alone never lifts a foot: docs/learning.md), narrow enough to keep the robot up early on
     init_log_std: float = -0.5
     learnable_log_std: bool = True
     # bounds on each log-std entry (every row with per-motion exploration), applied after each actor step
