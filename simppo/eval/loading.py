@@ -164,7 +164,7 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     the failing state stays readable), no clip-end truncation and no time-out. Physics, observations and rewards
     are unchanged; domain randomization and observation noise are off unless ``randomization``
     (``none`` | ``deploy``) / ``obs_noise`` ask for them (drawn from the run's seed: reproducible)."""
-    from simppo.envs.imitation.config import RANDOMIZATIONS, RootAssistCfg, TerminationCurriculumCfg
+    from simppo.envs.imitation.config import RANDOMIZATIONS, ResetNoiseCfg, RootAssistCfg, TerminationCurriculumCfg
 
     cfg = copy.deepcopy(env_cfg)
     name = randomization or "none"
@@ -178,6 +178,7 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     # failures are flagged at the run's thresholds, not at a training curriculum's wider ones
     cfg.terminations.curriculum = TerminationCurriculumCfg(start_scale=1.0)
     cfg.assist = RootAssistCfg(start=0.0)  # a play is never held up
+    cfg.reset_noise = ResetNoiseCfg(enabled=False)  # a play starts on the reference
     cfg.truncate_at_clip_end = False
     cfg.max_episode_length_s = _EVAL_EPISODE_S
     if kinematic_replay is not None:

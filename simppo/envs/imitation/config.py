@@ -99,6 +99,31 @@ class RootAssistCfg:
 
 
 @dataclass
+class ResetNoiseCfg:
+    """A uniform perturbation of every training reset's state around the reference's (BeyondMimic / mjlab's
+    tracking command: ``pose_range``, ``velocity_range``, ``joint_position_range``; the same half-widths), so the
+    policy starts off the reference and learns to return to it rather than only to stay on it. Each value is a
+    half-width: ``root_pos`` m (world x, y, z), ``root_rpy`` rad (roll, pitch, yaw about the world axes),
+    ``root_lin_vel`` m/s and ``root_ang_vel`` rad/s (world x, y, z), ``joint_pos`` rad per joint (kept inside the
+    soft joint limits). The evaluation never perturbs; kinematic replay neither."""
+
+    enabled: bool = False
+    root_pos: list[float] = field(default_factory=lambda: [0.05, 0.05, 0.01])
+    root_rpy: list[float] = field(default_factory=lambda: [0.1, 0.1, 0.2])
+    root_lin_vel: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.2])
+    root_ang_vel: list[float] = field(default_factory=lambda: [0.52, 0.52, 0.78])
+    joint_pos: float = 0.1
+
+    def __post_init__(self) -> None:
+        for key in ("root_pos", "root_rpy", "root_lin_vel", "root_ang_vel"):
+            value = getattr(self, key)
+            if len(value) != 3 or not all(float(v) >= 0.0 for v in value):
+                raise ValueError(f"env.reset_noise.{key}={list(value)}: expected 3 half-widths >= 0")
+        if not float(self.joint_pos) >= 0.0:
+            raise ValueError(f"env.reset_noise.joint_pos={self.joint_pos}: must be >= 0")
+
+
+@dataclass
 class TerminationCfg:
     anchor_height: float = 0.25  # |ref - robot| anchor height (m)
     anchor_ori: float = 0.8  # |ref - robot| z component of gravity in the anchor frame
@@ -211,6 +236,7 @@ class HumanoidImitationEnvCfg:
     terminations: TerminationCfg = field(default_factory=TerminationCfg)
     sampling: AdaptiveSamplingCfg = field(default_factory=AdaptiveSamplingCfg)
     assist: RootAssistCfg = field(default_factory=RootAssistCfg)  # a fading root harness for early training
+    reset_noise: ResetNoiseCfg = field(default_factory=ResetNoiseCfg)  # training resets start off the reference
 
     def __post_init__(self) -> None:
         if not (isinstance(self.history_length, int) and self.history_length >= 0):

@@ -24,7 +24,7 @@ import warp as wp
 from simppo.envs.base import Symmetry, VecEnv
 from simppo.envs.imitation.config import HumanoidImitationEnvCfg, action_reference_problem
 from simppo.envs.imitation.randomization import Randomizer
-from simppo.envs.imitation.rng import RNG_OBS_NOISE, rng_states
+from simppo.envs.imitation.rng import RNG_OBS_NOISE, RNG_RESET_NOISE, rng_states
 from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.envs.imitation.symmetry import mirror_symmetry
 from simppo.kernels.imitation import spec
@@ -35,7 +35,7 @@ from simppo.kernels.imitation.curriculum import TerminationCurriculum, update_te
 from simppo.kernels.imitation.episodes import EpisodeBuffers, advance_clock, close_episodes, copy_rows, record_step
 from simppo.kernels.imitation.history import fill_history, shift_history
 from simppo.kernels.imitation.observations import add_observation_noise, compute_observations
-from simppo.kernels.imitation.resets import reference_state
+from simppo.kernels.imitation.resets import RESET_NOISE_ROOT_DRAWS, ResetNoise, perturb_reset_state, reference_state
 from simppo.kernels.imitation.rewards import compute_rewards
 from simppo.kernels.imitation.terminations import compute_terminations
 from simppo.motion.config import MotionCfg
@@ -144,6 +144,11 @@ class HumanoidImitationEnv(VecEnv):
         self.action_history = torch.zeros(n, self.randomizer.history, nj, **f32)
         self.qpos_target = torch.zeros(n, self.sim.nq, **f32)
         self.qvel_target = torch.zeros(n, self.sim.nv, **f32)
+        # the reset perturbation (env.reset_noise): each env's random stream and its last unit draws
+        self._perturb_resets = cfg.reset_noise.enabled and not cfg.kinematic_replay
+        self.reset_noise_rng = rng_states(seed, RNG_RESET_NOISE, n if self._perturb_resets else 0, device)
+        self.reset_noise_draws = torch.zeros(n if self._perturb_resets else 0, int(RESET_NOISE_ROOT_DRAWS) + nj,
+                                             **f32)
         self.ref = self.motion_lib.alloc_state(n, len(cfg.future_steps))
         self.motion_lengths = self.motion_lib.motion_lengths
         self.sampler = AdaptiveSampler(self.motion_lib.motion_lengths.cpu().tolist(), self.motion_lib.motion_weights,
@@ -155,6 +160,7 @@ class HumanoidImitationEnv(VecEnv):
         self.buf = self._bind_buffers()
         self.curriculum = self._bind_curriculum() if curriculum.enabled else None
         self.assist = self._bind_assist() if cfg.assist.enabled and not cfg.kinematic_replay else None
+        self.reset_noise = self._bind_reset_noise() if self._perturb_resets else None
         self.ref_wp = self.motion_lib.warp_state(self.ref)
         self._wp_all = warp_view(self.all_envs, wp.bool)
         self._wp_reset_mask = warp_view(self.reset_mask, wp.bool)
@@ -251,6 +257,17 @@ class HumanoidImitationEnv(VecEnv):
         p.ending_causes = spec.cause_mask(t.end_causes)
         return p
 
+    def _bind_reset_noise(self) -> ResetNoise:
+        c, noise = self.cfg.reset_noise, ResetNoise()
+        noise.root_pos, noise.root_rpy = wp.vec3(*c.root_pos), wp.vec3(*c.root_rpy)
+        noise.root_lin_vel, noise.root_ang_vel = wp.vec3(*c.root_lin_vel), wp.vec3(*c.root_ang_vel)
+        noise.joint_pos = float(c.joint_pos)
+        noise.soft_joint_lo, noise.soft_joint_hi = self.params.soft_joint_lo, self.params.soft_joint_hi
+        noise.joint_qpos_start = self.joint_qpos_start
+        self._wp_reset_noise_rng = warp_view(self.reset_noise_rng, wp.uint32)
+        self._wp_reset_noise_draws = warp_view(self.reset_noise_draws)
+        return noise
+
     def _bind_buffers(self) -> ImitationBuffers:
         b = ImitationBuffers()
         for name in ("policy_actions", "actions", "prev_actions", "motion_ids", "times", "episode_length", "reward",
@@ -343,9 +360,13 @@ class HumanoidImitationEnv(VecEnv):
         if self.assist is not None:
             fade_assist(self.assist)
 
-    def _write_reference_into_sim(self) -> None:
-        """The reference state of the envs in ``reset_mask`` into the simulator."""
+    def _write_reference_into_sim(self, perturb: bool = False) -> None:
+        """The reference state of the envs in ``reset_mask`` into the simulator; ``perturb``: moved by the
+        reset noise (``env.reset_noise``, when on)."""
         reference_state(self.ref_wp, self.params, self._wp_reset_mask, self.buf)
+        if perturb and self.reset_noise is not None:
+            perturb_reset_state(self.reset_noise, self._wp_reset_mask, self._wp_reset_noise_rng, self.buf.qpos_target,
+                                self.buf.qvel_target, self._wp_reset_noise_draws)
         self.sim.reset_bound()
 
     def _reset_envs(self) -> None:
@@ -354,7 +375,7 @@ class HumanoidImitationEnv(VecEnv):
         self.sampler.sample(self._wp_reset_mask, self.buf.motion_ids, self.buf.times)
         self.randomizer.reset(self._wp_reset_mask)
         self._query_reference(masked=True)
-        self._write_reference_into_sim()
+        self._write_reference_into_sim(perturb=True)
 
     def _clear_episodes(self) -> None:
         self.episode_length.masked_fill_(self.reset_mask, 0)
@@ -450,7 +471,7 @@ class HumanoidImitationEnv(VecEnv):
         self._clear_episodes()
         self.randomizer.reset(self._wp_reset_mask)
         self._query_reference()
-        self._write_reference_into_sim()
+        self._write_reference_into_sim(perturb=True)
         self._compute_observations()
         self._start_history(self._wp_reset_mask)
         return self._obs
@@ -505,6 +526,7 @@ class HumanoidImitationEnv(VecEnv):
             **({"termination_curriculum": torch.cat([self.termination_scale, self._termination_rate])}
                if self.curriculum is not None else {}),
             **({"assist_alpha": self.assist_alpha.clone()} if self.assist is not None else {}),
+            **({"reset_noise_rng": self.reset_noise_rng.clone()} if self.reset_noise is not None else {}),
             **({"assist_rate": self.assist_rate.clone()} if self.assist is not None and self._assist_per_motion
                else {}),
             **({"obs_history": torch.cat([rows[:, self._history_cols] for rows in self._history_rows()], dim=1)}
@@ -527,6 +549,8 @@ class HumanoidImitationEnv(VecEnv):
                     "action_history", "default_joint_pos", "action_delay", "noise_rng"):
             getattr(self, key).copy_(state[key])
         self.sampler.load_state_dict(state["sampler"])
+        if self.reset_noise is not None:
+            self.reset_noise_rng.copy_(state["reset_noise_rng"])
         if self.curriculum is not None:
             self.termination_scale.copy_(state["termination_curriculum"][:1])
             self._termination_rate.copy_(state["termination_curriculum"][1:])

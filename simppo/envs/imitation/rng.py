@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-RNG_RANDOMIZATION, RNG_OBS_NOISE, RNG_SAMPLER = 1, 2, 3  # the streams of one env seed
+RNG_RANDOMIZATION, RNG_OBS_NOISE, RNG_SAMPLER, RNG_RESET_NOISE = 1, 2, 3, 4  # the streams of one env seed
 
 
 def rng_states(seed: int, stream: int, num_envs: int, device: str) -> torch.Tensor:
