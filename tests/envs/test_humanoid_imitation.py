@@ -10,6 +10,7 @@ from lightning_fabric import Fabric
 
 from simppo.agent.ppo import PPO
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
+from simppo.envs.imitation.config import ResetNoiseCfg
 from simppo.kernels.imitation.spec import TRACKING_NAMES
 from tests.helpers import SyncCounter
 
@@ -20,7 +21,10 @@ def env(sim_cfg):
     return HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=8, device="cpu", sim_cfg=sim_cfg)
 
 
-def test_reset_puts_simulator_bodies_on_the_reference(env):
+def test_reset_puts_simulator_bodies_on_the_reference(sim_cfg):
+    """Reference-state initialisation itself, without the reset noise (tests/envs/test_reset_noise.py)."""
+    cfg = replace(HumanoidImitationEnvCfg(), reset_noise=ResetNoiseCfg(enabled=False))
+    env = HumanoidImitationEnv(cfg, num_envs=8, device="cpu", sim_cfg=sim_cfg)
     env.reset()
     torch.testing.assert_close(env.sim.xpos[:, 1:], env.ref.body_pos_w[:, 0], atol=1e-4, rtol=0)
     dq = (env.sim.xquat[:, 1:] * env.ref.body_quat_w[:, 0]).sum(-1).abs()
@@ -123,7 +127,8 @@ def test_root_assist_holds_the_robot_on_the_reference_and_fades(sim_cfg):
     from simppo.eval.loading import eval_env_cfg
 
     def root_error(start: float, anneal_steps: int) -> tuple[list[float], HumanoidImitationEnv]:
-        cfg = replace(HumanoidImitationEnvCfg(), assist=RootAssistCfg(start=start, anneal_steps=anneal_steps))
+        cfg = replace(HumanoidImitationEnvCfg(), assist=RootAssistCfg(start=start, anneal_steps=anneal_steps),
+                      reset_noise=ResetNoiseCfg(enabled=False))
         env = HumanoidImitationEnv(cfg, num_envs=2, device="cpu", sim_cfg=sim_cfg)
         walk = env.motion_lib.motion_names.index("walk")
         env.reset_to(torch.full((2,), walk, dtype=torch.int32), torch.zeros(2))

@@ -11,6 +11,7 @@ import torch
 
 from simppo.envs.base import Symmetry
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
+from simppo.envs.imitation.config import ResetNoiseCfg
 from simppo.motion.config import MotionCfg
 from simppo.motion.pack import PackOptions, pack_motions
 from simppo.paths import MOTIONS_DIR
@@ -27,7 +28,9 @@ def mirrored_pack(tmp_path_factory):
 
 
 def make_env(pack, observations: str = "default", history_length: int = 0) -> HumanoidImitationEnv:
-    cfg = replace(HumanoidImitationEnvCfg(), observations=observations, history_length=history_length)
+    # resets on the reference (no reset noise): a clip and its mirror image start as exact mirror images
+    cfg = replace(HumanoidImitationEnvCfg(), observations=observations, history_length=history_length,
+                  reset_noise=ResetNoiseCfg(enabled=False))
     return HumanoidImitationEnv(cfg, num_envs=2 * len(CLIPS), device="cpu", sim_cfg=SimCfg(name="mujoco"),
                                 motion_cfg=MotionCfg(files=[str(pack)]))
 
