@@ -460,7 +460,8 @@ class HumanoidImitationEnv(VecEnv):
     @on_torch_stream
     def reset_to(self, motion_ids: torch.Tensor, times: torch.Tensor,
                  mask: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Reset the envs in ``mask [N]`` (default: all) to the given ``motion_ids [N]`` / ``times [N]``."""
+        """Reset the envs in ``mask [N]`` (default: all) to the given ``motion_ids [N]`` / ``times [N]``, moved off
+        the reference by ``env.reset_noise`` as every training reset is (the evaluation's env has it off)."""
         if mask is None:
             self.reset_mask.fill_(True)
         else:
