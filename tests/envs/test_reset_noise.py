@@ -15,7 +15,7 @@ from tests.envs import imitation_reference as R
 from tests.helpers import SyncCounter
 
 N = 8
-NOISE = ResetNoiseCfg()  # on by default
+NOISE = ResetNoiseCfg(enabled=True)
 
 
 def _env(sim_cfg, seed: int = 0, noise: ResetNoiseCfg = NOISE, **kw) -> HumanoidImitationEnv:
