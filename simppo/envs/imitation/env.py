@@ -145,10 +145,9 @@ class HumanoidImitationEnv(VecEnv):
         self.qpos_target = torch.zeros(n, self.sim.nq, **f32)
         self.qvel_target = torch.zeros(n, self.sim.nv, **f32)
         # the reset perturbation (env.reset_noise): each env's random stream and its last unit draws
-        self._perturb_resets = cfg.reset_noise.enabled and not cfg.kinematic_replay
-        self.reset_noise_rng = rng_states(seed, RNG_RESET_NOISE, n if self._perturb_resets else 0, device)
-        self.reset_noise_draws = torch.zeros(n if self._perturb_resets else 0, int(RESET_NOISE_ROOT_DRAWS) + nj,
-                                             **f32)
+        perturb = cfg.reset_noise.enabled and not cfg.kinematic_replay
+        self.reset_noise_rng = rng_states(seed, RNG_RESET_NOISE, n if perturb else 0, device)
+        self.reset_noise_draws = torch.zeros(n if perturb else 0, int(RESET_NOISE_ROOT_DRAWS) + nj, **f32)
         self.ref = self.motion_lib.alloc_state(n, len(cfg.future_steps))
         self.motion_lengths = self.motion_lib.motion_lengths
         self.sampler = AdaptiveSampler(self.motion_lib.motion_lengths.cpu().tolist(), self.motion_lib.motion_weights,
@@ -160,7 +159,7 @@ class HumanoidImitationEnv(VecEnv):
         self.buf = self._bind_buffers()
         self.curriculum = self._bind_curriculum() if curriculum.enabled else None
         self.assist = self._bind_assist() if cfg.assist.enabled and not cfg.kinematic_replay else None
-        self.reset_noise = self._bind_reset_noise() if self._perturb_resets else None
+        self.reset_noise = self._bind_reset_noise() if perturb else None
         self.ref_wp = self.motion_lib.warp_state(self.ref)
         self._wp_all = warp_view(self.all_envs, wp.bool)
         self._wp_reset_mask = warp_view(self.reset_mask, wp.bool)
@@ -360,11 +359,11 @@ class HumanoidImitationEnv(VecEnv):
         if self.assist is not None:
             fade_assist(self.assist)
 
-    def _write_reference_into_sim(self, perturb: bool = False) -> None:
-        """The reference state of the envs in ``reset_mask`` into the simulator; ``perturb``: moved by the
-        reset noise (``env.reset_noise``, when on)."""
+    def _write_reference_into_sim(self) -> None:
+        """The reference state of the envs in ``reset_mask`` into the simulator, moved off it by the reset noise
+        when that is on (``env.reset_noise``; never with kinematic replay, which writes the reference every step)."""
         reference_state(self.ref_wp, self.params, self._wp_reset_mask, self.buf)
-        if perturb and self.reset_noise is not None:
+        if self.reset_noise is not None:
             perturb_reset_state(self.reset_noise, self._wp_reset_mask, self._wp_reset_noise_rng, self.buf.qpos_target,
                                 self.buf.qvel_target, self._wp_reset_noise_draws)
         self.sim.reset_bound()
@@ -375,7 +374,7 @@ class HumanoidImitationEnv(VecEnv):
         self.sampler.sample(self._wp_reset_mask, self.buf.motion_ids, self.buf.times)
         self.randomizer.reset(self._wp_reset_mask)
         self._query_reference(masked=True)
-        self._write_reference_into_sim(perturb=True)
+        self._write_reference_into_sim()
 
     def _clear_episodes(self) -> None:
         self.episode_length.masked_fill_(self.reset_mask, 0)
@@ -472,7 +471,7 @@ class HumanoidImitationEnv(VecEnv):
         self._clear_episodes()
         self.randomizer.reset(self._wp_reset_mask)
         self._query_reference()
-        self._write_reference_into_sim(perturb=True)
+        self._write_reference_into_sim()
         self._compute_observations()
         self._start_history(self._wp_reset_mask)
         return self._obs
