@@ -175,6 +175,7 @@ def main() -> None:
                "update": {k: v / max(iterations, 1) for k, v in update_sums.items()},
                "sigma_mean": float(agent.model.actor.effective_log_std().detach().exp().mean()),
                "termination_scale": float(env.termination_scale[0]),
+               "reset_noise_scale": float(env.reset_noise_scale[0]) if env.reset_noise is not None else 0.0,
                "eval_s": eval_s, "wall_s": time.perf_counter() - t_wall, "overrides": overrides,
                "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
@@ -194,7 +195,8 @@ def main() -> None:
         u = row["update"]
         print(f"    update since the last row: KL {u['actor/kl']:.4f} clip fraction {u['actor/clip_frac']:.3f} "
               f"explained variance {u['explained_variance']:.3f} actor lr {u['actor/lr']:.2e}; sigma mean "
-              f"{row['sigma_mean']:.3f}; termination thresholds x {row['termination_scale']:.3f}", flush=True)
+              f"{row['sigma_mean']:.3f}; termination thresholds x {row['termination_scale']:.3f}; reset noise x "
+              f"{row['reset_noise_scale']:.2f}", flush=True)
         for name, m in row["motions"].items():
             fail = f" failed at {m['failure']['time_s']:.2f} s ({m['failure']['cause']})" if m["failure"] else ""
             print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "

@@ -335,7 +335,9 @@ def check_compatible(state: dict, signature: dict, model_state: dict, source: st
     for key, current in training_state.items():
         diff = structure_mismatch(state[key], current, key)
         if diff:
-            raise CheckpointError(f"{source}: training state does not fit this run ({diff})")
+            raise CheckpointError(f"{source}: training state does not fit this run ({diff}); resume with the "
+                                  "options it was trained with (its run's config.yaml), or warm-start the weights "
+                                  "with checkpoint=...")
 
 
 def raise_on_any_rank(fabric, message: str | None) -> None:

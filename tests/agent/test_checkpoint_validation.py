@@ -177,3 +177,14 @@ def test_simppo_train_reports_bad_checkpoints_and_motions_in_one_line(tmp_path, 
     line = _one_error_line(_train_cli("env=humanoid_imitation", "sim=mujoco", "num_envs=2",
                                       f"run_dir={tmp_path / 'r3'}", f"motion.files=[{bad}]"))
     assert line.startswith(f"simppo-train: error: {bad}: truncated header"), line
+
+
+def test_env_state_of_other_options_is_refused_with_what_to_do(saved, tmp_path):
+    state = torch.load(saved, weights_only=True)
+    state["env"] = {**state["env"], "reset_noise_rng": torch.zeros(4, dtype=torch.int32)}  # an option on then
+    del state["checksum"]
+    other = tmp_path / "other.ckpt"
+    torch.save(state, other)
+    msg = refused(make_agent(WidthEnv()), other, "training state does not fit this run (env: keys differ (only in "
+                  "the checkpoint: ['reset_noise_rng']")
+    assert "resume with the options it was trained with" in msg and "checkpoint=..." in msg

@@ -1,6 +1,7 @@
 """``env.reset_noise``: training resets start off the reference (within the configured half-widths, per env,
-reproducibly from the seed, again at every reset, in the step without host syncs, saved with the run), while
-the evaluation, kinematic replay and the option's off state start exactly on it; on both backends."""
+reproducibly from the seed, again at every reset, in the step without host syncs, saved with the run; the
+half-widths ramped up over the first control steps), while the evaluation, kinematic replay and the option's off
+state start exactly on it; on both backends."""
 
 from dataclasses import replace
 
@@ -15,7 +16,7 @@ from tests.envs import imitation_reference as R
 from tests.helpers import SyncCounter
 
 N = 8
-NOISE = ResetNoiseCfg(enabled=True)
+NOISE = ResetNoiseCfg(enabled=True, ramp_steps=0)  # every reset, the full half-widths
 
 
 def _env(sim_cfg, seed: int = 0, noise: ResetNoiseCfg = NOISE, **kw) -> HumanoidImitationEnv:
@@ -98,8 +99,34 @@ def test_resets_in_the_step_are_perturbed_without_host_syncs_and_the_streams_are
     assert torch.equal(other.reset_noise_rng, state["reset_noise_rng"])
 
 
+def test_the_half_widths_ramp_up_over_the_first_control_steps_and_the_ramp_is_saved(sim_cfg):
+    env = _env(sim_cfg, noise=replace(NOISE, ramp_steps=4))
+    env.reset()
+    d = _offsets(env)
+    assert max(np.abs(v).max() for v in d.values()) < 2e-4  # the ramp's start: on the reference
+    assert (env.reset_noise_draws != 0).any()  # the draws are made all the same
+    for _ in range(2):
+        env.step(torch.zeros(N, env.num_actions))
+    assert env.reset_noise_scale.item() == pytest.approx(0.5)
+    assert env.metrics()["env/reset_noise_scale"].item() == pytest.approx(0.5)
+    state = env.state_dict()
+    env.reset()  # half-way: every offset within half of its half-width, and not on the reference
+    d = _offsets(env)
+    assert (np.abs(d["pos"]) <= 0.5 * np.array(NOISE.root_pos) + 1e-4).all()
+    assert (np.abs(d["joints"]) <= 0.5 * NOISE.joint_pos + 1e-4).all()
+    assert (np.abs(d["pos"][:, :2]).max(1) > 1e-5).all()
+    for _ in range(3):
+        env.step(torch.zeros(N, env.num_actions))
+    assert env.reset_noise_scale.item() == 1.0
+    other = _env(sim_cfg, noise=replace(NOISE, ramp_steps=4))
+    other.load_state_dict(state)
+    assert other.reset_noise_scale.item() == pytest.approx(0.5)
+    assert "reset_noise_scale" not in _env(sim_cfg).state_dict()  # no ramp: nothing to save
+
+
 @pytest.mark.parametrize("key, value", [("root_pos", [0.1, 0.1]), ("root_rpy", [0.1, -0.1, 0.2]),
-                                        ("joint_pos", -0.1)])
+                                        ("joint_pos", -0.1),
+                                        ("ramp_steps", -1), ("ramp_steps", 2.5)])
 def test_bad_half_widths_are_refused(key, value):
     with pytest.raises(ValueError, match=f"env.reset_noise.{key}"):
         ResetNoiseCfg(**{key: value})

@@ -6,7 +6,12 @@ import torch
 import warp as wp
 
 from simppo.envs.imitation.rng import RNG_RESET_NOISE, rng_states
-from simppo.kernels.imitation.resets import RESET_NOISE_ROOT_DRAWS, ResetNoise, perturb_reset_state
+from simppo.kernels.imitation.resets import (
+    RESET_NOISE_ROOT_DRAWS,
+    ResetNoise,
+    advance_reset_noise,
+    perturb_reset_state,
+)
 from simppo.utils.device import init_warp, warp_view
 from tests.envs.imitation_reference import f64, q_mul, q_normalize, q_rotate, q_rotate_inv
 
@@ -30,7 +35,7 @@ def _case(n: int, seed: int = 0):
     return qpos.astype(np.float32), qvel.astype(np.float32)
 
 
-def _launch(qpos, qvel, mask, seed=0, scale=1.0):
+def _launch(qpos, qvel, mask, seed=0, scale=1.0, ramp=1.0):
     """Perturb the case in place on the device; returns the tensors (qpos, qvel, draws, rng)."""
     init_warp()
     n = qpos.shape[0]
@@ -42,6 +47,8 @@ def _launch(qpos, qvel, mask, seed=0, scale=1.0):
     noise.root_lin_vel = wp.vec3(*(scale * np.array(ROOT_LIN_VEL)))
     noise.root_ang_vel = wp.vec3(*(scale * np.array(ROOT_ANG_VEL)))
     noise.joint_pos = scale * JOINT_POS
+    t["ramp"] = torch.tensor([ramp])
+    noise.scale, noise.scale_step = warp_view(t["ramp"]), 0.0
     t["lo"], t["hi"] = torch.tensor(SOFT_LO, dtype=torch.float32), torch.tensor(SOFT_HI, dtype=torch.float32)
     noise.soft_joint_lo, noise.soft_joint_hi = warp_view(t["lo"]), warp_view(t["hi"])
     noise.joint_qpos_start = 7
@@ -121,3 +128,30 @@ def test_draws_cover_the_range_and_each_env_has_its_own_stream():
     assert torch.equal(again["draws"], t["draws"])
     other = _launch(qpos, qvel, np.ones(n, dtype=bool), seed=1)
     assert not torch.equal(other["draws"], t["draws"])
+
+
+def test_the_ramp_scales_every_half_width():
+    qpos, qvel = _case(32, seed=4)
+    mask = np.ones(32, dtype=bool)
+    ramped = _launch(qpos, qvel, mask, ramp=0.4)
+    narrow = _launch(qpos, qvel, mask, scale=0.4)  # the same draws with every half-width x 0.4
+    assert torch.equal(ramped["draws"], narrow["draws"])
+    np.testing.assert_allclose(ramped["qpos"].numpy(), narrow["qpos"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(ramped["qvel"].numpy(), narrow["qvel"].numpy(), atol=1e-6)
+    assert not np.allclose(ramped["qpos"].numpy(), _launch(qpos, qvel, mask)["qpos"].numpy(), atol=1e-4)
+    start = _launch(qpos, qvel, mask, ramp=0.0)  # at the ramp's start every reset is the reference's state
+    np.testing.assert_allclose(start["qpos"].numpy(), qpos, atol=1e-6)
+    np.testing.assert_allclose(start["qvel"].numpy(), qvel, atol=1e-5)
+
+
+def test_the_ramp_grows_by_its_step_and_stops_at_one():
+    init_warp()
+    scale = torch.zeros(1)
+    noise = ResetNoise()
+    noise.scale, noise.scale_step = warp_view(scale), 0.3
+    seen = []
+    for _ in range(5):
+        advance_reset_noise(noise)
+        wp.synchronize()
+        seen.append(scale.item())
+    np.testing.assert_allclose(seen, [0.3, 0.6, 0.9, 1.0, 1.0], atol=1e-6)

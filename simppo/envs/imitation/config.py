@@ -116,6 +116,8 @@ class ResetNoiseCfg:
     root_lin_vel: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.2])
     root_ang_vel: list[float] = field(default_factory=lambda: [0.52, 0.52, 0.78])
     joint_pos: float = 0.1
+    # control steps over which every half-width grows linearly from 0 to its value (0: full from the start)
+    ramp_steps: int = 12000
 
     def __post_init__(self) -> None:
         for key in ("root_pos", "root_rpy", "root_lin_vel", "root_ang_vel"):
@@ -124,6 +126,8 @@ class ResetNoiseCfg:
                 raise ValueError(f"env.reset_noise.{key}={list(value)}: expected 3 half-widths >= 0")
         if not float(self.joint_pos) >= 0.0:
             raise ValueError(f"env.reset_noise.joint_pos={self.joint_pos}: must be >= 0")
+        if not (isinstance(self.ramp_steps, int) and self.ramp_steps >= 0):
+            raise ValueError(f"env.reset_noise.ramp_steps={self.ramp_steps}: must be an integer >= 0")
 
 
 @dataclass

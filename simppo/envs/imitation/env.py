@@ -35,7 +35,13 @@ from simppo.kernels.imitation.curriculum import TerminationCurriculum, update_te
 from simppo.kernels.imitation.episodes import EpisodeBuffers, advance_clock, close_episodes, copy_rows, record_step
 from simppo.kernels.imitation.history import fill_history, shift_history
 from simppo.kernels.imitation.observations import add_observation_noise, compute_observations
-from simppo.kernels.imitation.resets import RESET_NOISE_ROOT_DRAWS, ResetNoise, perturb_reset_state, reference_state
+from simppo.kernels.imitation.resets import (
+    RESET_NOISE_ROOT_DRAWS,
+    ResetNoise,
+    advance_reset_noise,
+    perturb_reset_state,
+    reference_state,
+)
 from simppo.kernels.imitation.rewards import compute_rewards
 from simppo.kernels.imitation.terminations import compute_terminations
 from simppo.motion.config import MotionCfg
@@ -148,6 +154,8 @@ class HumanoidImitationEnv(VecEnv):
         perturb = cfg.reset_noise.enabled and not cfg.kinematic_replay
         self.reset_noise_rng = rng_states(seed, RNG_RESET_NOISE, n if perturb else 0, device)
         self.reset_noise_draws = torch.zeros(n if perturb else 0, int(RESET_NOISE_ROOT_DRAWS) + nj, **f32)
+        self._ramp_reset_noise = perturb and cfg.reset_noise.ramp_steps > 0
+        self.reset_noise_scale = torch.full((1,), 0.0 if self._ramp_reset_noise else 1.0, **f32)
         self.ref = self.motion_lib.alloc_state(n, len(cfg.future_steps))
         self.motion_lengths = self.motion_lib.motion_lengths
         self.sampler = AdaptiveSampler(self.motion_lib.motion_lengths.cpu().tolist(), self.motion_lib.motion_weights,
@@ -263,6 +271,8 @@ class HumanoidImitationEnv(VecEnv):
         noise.joint_pos = float(c.joint_pos)
         noise.soft_joint_lo, noise.soft_joint_hi = self.params.soft_joint_lo, self.params.soft_joint_hi
         noise.joint_qpos_start = self.joint_qpos_start
+        noise.scale = warp_view(self.reset_noise_scale)
+        noise.scale_step = 1.0 / c.ramp_steps if c.ramp_steps > 0 else 0.0
         self._wp_reset_noise_rng = warp_view(self.reset_noise_rng, wp.uint32)
         self._wp_reset_noise_draws = warp_view(self.reset_noise_draws)
         return noise
@@ -358,6 +368,8 @@ class HumanoidImitationEnv(VecEnv):
             update_termination_scale(self.curriculum)
         if self.assist is not None:
             fade_assist(self.assist)
+        if self._ramp_reset_noise:
+            advance_reset_noise(self.reset_noise)
 
     def _write_reference_into_sim(self) -> None:
         """The reference state of the envs in ``reset_mask`` into the simulator, moved off it by the reset noise
@@ -503,6 +515,8 @@ class HumanoidImitationEnv(VecEnv):
             out["env/termination_scale"] = self.termination_scale[0]
         if self.assist is not None:
             out["env/assist"] = self.assist_alpha.mean()
+        if self._ramp_reset_noise:
+            out["env/reset_noise_scale"] = self.reset_noise_scale[0]
         self._error_sum.zero_()
         self._error_count = 0
         return out
@@ -527,6 +541,7 @@ class HumanoidImitationEnv(VecEnv):
                if self.curriculum is not None else {}),
             **({"assist_alpha": self.assist_alpha.clone()} if self.assist is not None else {}),
             **({"reset_noise_rng": self.reset_noise_rng.clone()} if self.reset_noise is not None else {}),
+            **({"reset_noise_scale": self.reset_noise_scale.clone()} if self._ramp_reset_noise else {}),
             **({"assist_rate": self.assist_rate.clone()} if self.assist is not None and self._assist_per_motion
                else {}),
             **({"obs_history": torch.cat([rows[:, self._history_cols] for rows in self._history_rows()], dim=1)}
@@ -551,6 +566,8 @@ class HumanoidImitationEnv(VecEnv):
         self.sampler.load_state_dict(state["sampler"])
         if self.reset_noise is not None:
             self.reset_noise_rng.copy_(state["reset_noise_rng"])
+        if self._ramp_reset_noise:
+            self.reset_noise_scale.copy_(state["reset_noise_scale"])
         if self.curriculum is not None:
             self.termination_scale.copy_(state["termination_curriculum"][:1])
             self._termination_rate.copy_(state["termination_curriculum"][1:])

@@ -51,13 +51,16 @@ class ResetNoise:
     """Half-widths of the uniform perturbation of a reset state (BeyondMimic's ``pose_range``,
     ``velocity_range``, ``joint_position_range``): root position (m, world x y z), root rotation (rad, roll pitch
     yaw about the world axes), root linear and angular velocity (m/s, rad/s, world), joint angles (rad, kept
-    inside ``[soft_joint_lo, soft_joint_hi] [A]`` unless the reference is already outside)."""
+    inside ``[soft_joint_lo, soft_joint_hi] [A]`` unless the reference is already outside); ``scale [1]``: the
+    factor on every half-width, which grows by ``scale_step`` per control step to 1 (:func:`advance_reset_noise`)."""
 
     root_pos: wp.vec3
     root_rpy: wp.vec3
     root_lin_vel: wp.vec3
     root_ang_vel: wp.vec3
     joint_pos: float
+    scale: wp.array(dtype=wp.float32)
+    scale_step: float
     soft_joint_lo: wp.array(dtype=wp.float32)
     soft_joint_hi: wp.array(dtype=wp.float32)
     joint_qpos_start: int
@@ -75,10 +78,10 @@ def _perturb_reset_state(noise: ResetNoise, mask: wp.array(dtype=wp.bool), rng_o
                          qpos_out: wp.array2d(dtype=wp.float32), qvel_out: wp.array2d(dtype=wp.float32),
                          draws_out: wp.array2d(dtype=wp.float32)):
     """For envs where ``mask [N]``: draw ``draws_out [N, 12 + A]`` uniform in [-1, 1] from the env's ``rng_out``
-    and move the reset targets by draw x half-width: the root position and world-frame velocities add theirs, the
-    root rotation turns by R_z(yaw) R_y(pitch) R_x(roll) in the world frame (the world angular velocity kept,
-    re-expressed in the new root frame, as MuJoCo's free joint wants), each joint angle adds its own. Other rows
-    untouched.
+    and move the reset targets by draw x half-width x ``noise.scale``: the root position and world-frame velocities
+    add theirs, the root rotation turns by R_z(yaw) R_y(pitch) R_x(roll) in the world frame (the world angular
+    velocity kept, re-expressed in the new root frame, as MuJoCo's free joint wants), each joint angle adds its own.
+    Other rows untouched.
 
     # Data in: noise, mask, rng_out (each env's random state), qpos_out / qvel_out (the reference's reset state)
     # Data out: qpos_out, qvel_out, draws_out (masked rows), rng_out (advanced)
@@ -90,16 +93,17 @@ def _perturb_reset_state(noise: ResetNoise, mask: wp.array(dtype=wp.bool), rng_o
     for k in range(draws_out.shape[1]):
         draws_out[env, k] = wp.randf(state, -1.0, 1.0)
     rng_out[env] = state
+    s = noise.scale[0]
     q = quat_normalize(wp.vec4(qpos_out[env, 3], qpos_out[env, 4], qpos_out[env, 5], qpos_out[env, 6]))
     w_w = quat_rotate(q, wp.vec3(qvel_out[env, 3], qvel_out[env, 4], qvel_out[env, 5]))
-    turn = quat_mul(_axis_quat(2, draws_out[env, 5] * noise.root_rpy[2]),
-                    quat_mul(_axis_quat(1, draws_out[env, 4] * noise.root_rpy[1]),
-                             _axis_quat(0, draws_out[env, 3] * noise.root_rpy[0])))
+    turn = quat_mul(_axis_quat(2, draws_out[env, 5] * s * noise.root_rpy[2]),
+                    quat_mul(_axis_quat(1, draws_out[env, 4] * s * noise.root_rpy[1]),
+                             _axis_quat(0, draws_out[env, 3] * s * noise.root_rpy[0])))
     q_new = quat_normalize(quat_mul(turn, q))
     for i in range(3):
-        qpos_out[env, i] = qpos_out[env, i] + draws_out[env, i] * noise.root_pos[i]
-        qvel_out[env, i] = qvel_out[env, i] + draws_out[env, 6 + i] * noise.root_lin_vel[i]
-        w_w[i] = w_w[i] + draws_out[env, 9 + i] * noise.root_ang_vel[i]
+        qpos_out[env, i] = qpos_out[env, i] + draws_out[env, i] * s * noise.root_pos[i]
+        qvel_out[env, i] = qvel_out[env, i] + draws_out[env, 6 + i] * s * noise.root_lin_vel[i]
+        w_w[i] = w_w[i] + draws_out[env, 9 + i] * s * noise.root_ang_vel[i]
     w_b = quat_rotate_inv(q_new, w_w)
     for i in range(3):
         qvel_out[env, 3 + i] = w_b[i]
@@ -110,7 +114,7 @@ def _perturb_reset_state(noise: ResetNoise, mask: wp.array(dtype=wp.bool), rng_o
         lo = wp.min(a, noise.soft_joint_lo[j])
         hi = wp.max(a, noise.soft_joint_hi[j])
         qpos_out[env, noise.joint_qpos_start + j] = wp.clamp(
-            a + draws_out[env, RESET_NOISE_ROOT_DRAWS + j] * noise.joint_pos, lo, hi)
+            a + draws_out[env, RESET_NOISE_ROOT_DRAWS + j] * s * noise.joint_pos, lo, hi)
 
 
 def perturb_reset_state(noise: ResetNoise, mask: wp.array, rng: wp.array, qpos: wp.array, qvel: wp.array,
@@ -120,3 +124,18 @@ def perturb_reset_state(noise: ResetNoise, mask: wp.array, rng: wp.array, qpos: 
     the unit draws."""
     wp.launch(_perturb_reset_state, dim=mask.shape[0], inputs=[noise, mask], outputs=[rng, qpos, qvel, draws],
               device=mask.device)
+
+
+@wp.kernel
+def _advance_reset_noise(noise: ResetNoise):
+    """Launch dim ``1``: one control step of the half-widths' ramp, ``scale += scale_step`` up to 1.
+
+    # Data in: noise.scale_step
+    # Data out: noise.scale (read-modify-write)
+    """
+    noise.scale[0] = wp.min(1.0, noise.scale[0] + noise.scale_step)
+
+
+def advance_reset_noise(noise: ResetNoise) -> None:
+    """One control step of the reset noise's ramp (``noise.scale [1]`` grows to 1)."""
+    wp.launch(_advance_reset_noise, dim=1, inputs=[noise], device=noise.scale.device)
