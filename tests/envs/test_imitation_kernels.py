@@ -12,7 +12,7 @@ import torch
 import warp as wp
 
 from simppo.envs.imitation import HumanoidImitationEnv, HumanoidImitationEnvCfg
-from simppo.envs.imitation.config import DeployRandomizationCfg
+from simppo.envs.imitation.config import DeployRandomizationCfg, ResetNoiseCfg
 from simppo.envs.imitation.sampler import AdaptiveSampler, AdaptiveSamplingCfg
 from simppo.kernels.imitation.actions import apply_actions
 from simppo.kernels.imitation.spec import CAUSE_CODE, END_CAUSES, ERROR_NAMES, TRACKING_NAMES, cause_mask
@@ -29,7 +29,9 @@ WILD = (10, 11)  # fully random robot states
 
 @pytest.fixture(scope="module")
 def env(sim_cfg):
-    e = HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=N, device="cpu", seed=0, sim_cfg=sim_cfg)
+    # resets exactly on the reference (the reset noise has its own tests: tests/envs/test_reset_noise.py)
+    cfg = replace(HumanoidImitationEnvCfg(), reset_noise=ResetNoiseCfg(enabled=False))
+    e = HumanoidImitationEnv(cfg, num_envs=N, device="cpu", seed=0, sim_cfg=sim_cfg)
     e.reset()
     return e
 

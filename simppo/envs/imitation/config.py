@@ -105,12 +105,13 @@ class ResetNoiseCfg:
     policy starts off the reference and learns to return to it rather than only to stay on it. Each value is a
     half-width: ``root_pos`` m (world x, y, z), ``root_rpy`` rad (roll, pitch, yaw about the world axes),
     ``root_lin_vel`` m/s and ``root_ang_vel`` rad/s (world x, y, z), ``joint_pos`` rad per joint (kept inside the
-    soft joint limits). The evaluation never perturbs; kinematic replay neither. Off by default: on ten clips (six
-    shipped, four real) it made the walks step from a standing start from 3 M samples on, where no other lever had,
-    and it slows the first 1-2 M samples: at the slow check's 1.5 M samples of walk, squat and turn the walk falls
-    (docs/learning.md)."""
+    soft joint limits); all of them grow linearly from 0 over the first ``ramp_steps`` control steps. The
+    evaluation never perturbs; kinematic replay neither. On ten clips (six shipped, four real) it makes the walks
+    step from a standing start, where no other lever had; at full width from the first reset it slows the first
+    1-2 M samples so much that the walk of the slow check (walk, squat and turn, 1.5 M samples) falls, hence the
+    ramp (docs/learning.md)."""
 
-    enabled: bool = False
+    enabled: bool = True
     root_pos: list[float] = field(default_factory=lambda: [0.05, 0.05, 0.01])
     root_rpy: list[float] = field(default_factory=lambda: [0.1, 0.1, 0.2])
     root_lin_vel: list[float] = field(default_factory=lambda: [0.5, 0.5, 0.2])
