@@ -159,7 +159,8 @@ def check_values(cfg: TrainCfg) -> None:
 
 def check_same_action_map(saved_config: Path, cfg: TrainCfg) -> None:
     """Refuse to resume a run trained with another action map than ``cfg``'s (runs saved before
-    ``env.action_reference`` existed used the default-pose map, 0; before ``env.action_reference_lead``, 1)."""
+    ``env.action_reference`` existed used the default-pose map, 0; before ``env.action_reference_lead``, 1; before
+    ``env.action_reference_velocity``, 0)."""
     if not saved_config.is_file() or getattr(cfg.env, "action_reference", None) is None:
         return
     import yaml
@@ -168,7 +169,7 @@ def check_same_action_map(saved_config: Path, cfg: TrainCfg) -> None:
         saved = (yaml.safe_load(saved_config.read_text()) or {}).get("env") or {}
     except (OSError, yaml.YAMLError, AttributeError):
         return  # the checkpoint's own checks name what is wrong with the run
-    for key, before in (("action_reference", 0.0), ("action_reference_lead", 1)):
+    for key, before in (("action_reference", 0.0), ("action_reference_lead", 1), ("action_reference_velocity", 0.0)):
         was, now = float(saved.get(key, before)), float(getattr(cfg.env, key, before))
         if was != now:
             raise UsageError(f"{saved_config}: the run was trained with env.{key}={was:g}; resume it with "

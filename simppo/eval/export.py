@@ -19,6 +19,7 @@ from simppo.agent.models import PPOModel
 from simppo.eval.loading import LoadedRun
 from simppo.eval.outfiles import temp_output
 from simppo.kernels.imitation import spec
+from simppo.robot.model import servo_gains
 
 POLICY_FORMAT = "simppo-policy"
 _CONVENTIONS = {
@@ -89,8 +90,7 @@ def onnx_parity(model: PPOModel, onnx_path: str | Path, obs_dim: int, num: int =
 def pd_gains(mj_model, actuator_ids) -> dict[str, list[float]]:
     """kp, kd and effort limit per joint from MuJoCo position actuators (``kp*(target - q) - kd*qdot``)."""
     ids = np.asarray(actuator_ids)
-    kp = mj_model.actuator_gainprm[ids, 0]
-    kd = -mj_model.actuator_biasprm[ids, 2]
+    kp, kd = servo_gains(mj_model, ids)
     limited = mj_model.actuator_forcelimited[ids].astype(bool)
     effort = np.where(limited, np.abs(mj_model.actuator_forcerange[ids]).max(-1), np.inf)
     return {"kp": kp.tolist(), "kd": kd.tolist(),
@@ -110,6 +110,7 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
     nj, nt = len(cfg.robot.joint_names), len(cfg.robot.tracked_bodies)
     future = list(cfg.env.future_steps)
     lead = int(getattr(cfg.env, "action_reference_lead", 1))
+    velocity = float(getattr(cfg.env, "action_reference_velocity", 0.0))
     observations = cfg.env.observations  # default | deploy: the layout the policy was trained on
     history_length = int(getattr(cfg.env, "history_length", 0))
     slices = spec.actor_obs_slices(nj, nt, future, observations, history_length)
@@ -130,10 +131,15 @@ def policy_metadata(run: LoadedRun, onnx_file: str = "policy.onnx", opset: int =
         "action_clip": float(cfg.env.action_clip),
         "action_reference": float(getattr(cfg.env, "action_reference", 0.0)),
         "action_reference_lead": lead,
+        "action_reference_velocity": velocity,
         "joint_target": ("default_joint_pos + action_reference * (reference_joint_pos - default_joint_pos) "
                          "+ action_scale * clip(action, -action_clip, action_clip), where reference_joint_pos are "
                          f"the reference motion's joint angles at t + action_reference_lead * control_dt (t + "
                          f"{lead} * control_dt: the observation's future frame {lead})"),
+        "joint_velocity_target": ("action_reference_velocity * reference_joint_vel, the reference motion's joint "
+                                  "velocities at the same time: the servo's torque is kp * (joint_target - q) + kd * "
+                                  "(joint_velocity_target - qdot), clipped to effort_limit (in simulation the "
+                                  "position target carries it as + kd / kp * joint_velocity_target)"),
         "pd_gains": pd_gains(m, robot.actuator_ids),
         "control_dt": control_dt,
         "physics_dt": physics_dt,

@@ -81,6 +81,8 @@ def load_train_config(path: str | Path) -> TrainCfg:
                              "env=humanoid_imitation)")
     if OmegaConf.select(raw, "env.action_reference", default=None) is None:
         raw.env.action_reference = 0.0  # runs saved before the reference feed-forward used the default-pose map
+    if OmegaConf.select(raw, "env.action_reference_velocity", default=None) is None:
+        raw.env.action_reference_velocity = 0.0  # runs saved before it damped towards rest
     try:
         schema = OmegaConf.structured(TrainCfg)
         schema.env = OmegaConf.structured(HumanoidImitationEnvCfg)

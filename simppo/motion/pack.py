@@ -68,6 +68,8 @@ FORMATS = {"csv": ".csv", "npz": ".npz", "protomotions": PROTOMOTIONS_SUFFIX}  #
 FIX_HEIGHT_MODES = ("auto", "all", "none")
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 
+GRAVITY = 9.81  # m/s²: a ballistic flight of t seconds rises g t² / 8
+
 
 class MotionPackError(ValueError):
     """One-line packing error located at ``file:row:col``."""
@@ -99,6 +101,9 @@ class PackOptions:
     fix_height: str = "auto"
     contact_height: float = 0.03  # m: foot lowest point below this ...
     contact_speed: float = 0.3  # m/s: ... and foot speed below this = contact
+    # s: a stretch this long with no geometry within contact_height of the floor is warned about (a ballistic flight
+    # of 1 s rises 1.2 m, beyond any humanoid's jump): the clip floats there, and no policy can push off the air
+    max_airborne_s: float = 1.0
 
 
 @dataclass
@@ -504,6 +509,16 @@ def resample(qpos: np.ndarray, fps: float, target_fps: float) -> np.ndarray:
     return out
 
 
+def longest_run(mask: np.ndarray) -> tuple[int, int]:
+    """``(start, stop)`` of the longest stretch of consecutive True in the 1-D ``mask`` (``(0, 0)``: none)."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    starts, stops = np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]
+    if not len(starts):
+        return 0, 0
+    i = int(np.argmax(stops - starts))
+    return int(starts[i]), int(stops[i])
+
+
 def orientation_stats(fk: dict[str, np.ndarray], opts: PackOptions) -> tuple[float, float, float]:
     """Fractions of frames with the root body upside down (its z axis pointing down), floating (lowest
     collision geom above ``float_height``) and sunk (below ``-ground_tol``), from :meth:`RobotKinematics.forward`."""
@@ -577,8 +592,9 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
     dt = 1.0 / fps
     fk = robot.forward(qpos)
     _check_orientation(clip, qpos, fk, robot, opts)
-    shift = -float(fk["lowest_z"].min())
+    shift, raised = -float(fk["lowest_z"].min()), 0.0
     if clip.fix_height and abs(shift) > opts.ground_slack:  # a clip on the floor within the slack stays as it is
+        raised = max(shift, 0.0)
         qpos = qpos.copy()
         qpos[:, 2] += shift
         fk["body_pos"][:, :, 2] += shift
@@ -608,6 +624,19 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
         qpos[:, 2] += lift
         fk["body_pos"][:, :, 2] += lift[:, None]
         fk["foot_lowest_z"] += lift[:, None]
+        fk["lowest_z"] = fk["lowest_z"] + lift
+    airborne = longest_run(fk["lowest_z"] > opts.contact_height)
+    if (airborne[1] - airborne[0]) * dt > opts.max_airborne_s:
+        a, b = airborne
+        rise = GRAVITY * opts.max_airborne_s ** 2 / 8
+        fix = ("fix the root height frame by frame" if not raised else
+               f"--fix-height raised the whole clip by {raised:.3f} m: --fix-height none with --ground-tol above "
+               f"{raised:.2f} lifts only the frames that sink")
+        clip.warnings.append(
+            f"{clip.source}: no geometry within {opts.contact_height} m of the floor for {(b - a) * dt:.2f} s (rows "
+            f"{file_row(a)}-{file_row(b - 1)}, lowest {float(fk['lowest_z'][a:b].min()):.3f} m; a flight of "
+            f"{opts.max_airborne_s:g} s would rise {rise:.1f} m): the clip floats there and a robot cannot push off "
+            f"the air to track it; {fix}")
     body_quat = quat_make_continuous(fk["body_quat"])
     body_lin = finite_diff(fk["body_pos"], dt)
     body_ang = angular_velocity(body_quat, dt)

@@ -134,3 +134,21 @@ def build_robot_model(robot_cfg: RobotCfg | str, mj_model: mujoco.MjModel | None
         action_scale=np.asarray(cfg.action_scale, dtype=np.float64),
         joint_limits=np.asarray(limits, dtype=np.float64),
     )
+
+
+def servo_gains(mj_model: mujoco.MjModel, actuator_ids) -> tuple[np.ndarray, np.ndarray]:
+    """``(kp [J], kd [J])`` float64 of the position servos ``actuator_ids`` (MuJoCo's position actuator:
+    ``gain[0] = kp``, ``bias = (0, -kp, -kd)``, force ``kp * (ctrl - q) - kd * qdot``)."""
+    ids = np.asarray(actuator_ids)
+    return mj_model.actuator_gainprm[ids, 0].astype(np.float64), -mj_model.actuator_biasprm[ids, 2].astype(np.float64)
+
+
+def servo_damping_over_stiffness(mj_model: mujoco.MjModel, actuator_ids) -> np.ndarray:
+    """``kd / kp [J]`` (seconds) of the position servos ``actuator_ids``: how far a position target must lead to
+    damp towards a joint velocity ``v`` rather than towards rest (``kp (ctrl + kd / kp v - q) - kd qdot``)."""
+    kp, kd = servo_gains(mj_model, actuator_ids)
+    if np.any(kp <= 0.0):
+        act = int(np.asarray(actuator_ids)[np.argmax(kp <= 0.0)])
+        name = mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, act)
+        raise ValueError(f"actuator {name!r}: kp={mj_model.actuator_gainprm[act, 0]:g}, not a position servo's")
+    return kd / kp

@@ -100,17 +100,20 @@ def test_check_values(key, value, what):
     assert str(e.value).startswith(what)
 
 
-@pytest.mark.parametrize("action_reference, future_steps, what", [
-    (1.5, [1, 2, 4, 8], "env.action_reference=1.5: must be in [0, 1]"),
-    (1.0, [2, 4], "env.action_reference=1.0 needs env.action_reference_lead=1 in env.future_steps"),
+@pytest.mark.parametrize("action_reference, velocity, future_steps, what", [
+    (1.5, 0.0, [1, 2, 4, 8], "env.action_reference=1.5: must be in [0, 1]"),
+    (1.0, 0.0, [2, 4], "env.action_reference=1.0 needs env.action_reference_lead=1 in env.future_steps"),
+    (1.0, -0.5, [1, 2, 4, 8], "env.action_reference_velocity=-0.5: must be in [0, 1]"),
+    (0.0, 1.0, [2, 4], "env.action_reference_velocity=1.0 needs env.action_reference_lead=1 in env.future_steps"),
 ])
-def test_action_reference_needs_the_next_reference_frame(action_reference, future_steps, what):
+def test_action_reference_needs_the_next_reference_frame(action_reference, velocity, future_steps, what):
     register_configs()
-    cfg = TrainCfg(env=HumanoidImitationEnvCfg(action_reference=action_reference, future_steps=future_steps))
+    cfg = TrainCfg(env=HumanoidImitationEnvCfg(action_reference=action_reference, action_reference_velocity=velocity,
+                                               future_steps=future_steps))
     with pytest.raises(UsageError) as e:
         check_values(cfg)
     assert str(e.value).startswith(what)
-    cfg.env.action_reference = 0.0  # the default-pose map reads no reference frame
+    cfg.env.action_reference = cfg.env.action_reference_velocity = 0.0  # the default-pose map reads no reference
     check_values(cfg)
 
 
@@ -135,6 +138,13 @@ def test_a_run_is_resumed_only_with_its_action_map(tmp_path):
         check_same_action_map(saved, TrainCfg(env=HumanoidImitationEnvCfg(action_reference_lead=4)))
     assert str(e.value) == (f"{saved}: the run was trained with env.action_reference_lead=1; resume it with "
                             "env.action_reference_lead=1 (the policy's actions mean other joint targets otherwise)")
+    velocity = HumanoidImitationEnvCfg(action_reference_velocity=1.0)
+    with pytest.raises(UsageError) as e:  # saved before the velocity feed-forward: the servos damped towards rest
+        check_same_action_map(saved, TrainCfg(env=velocity))
+    assert str(e.value) == (f"{saved}: the run was trained with env.action_reference_velocity=0; resume it with "
+                            "env.action_reference_velocity=0 (the policy's actions mean other joint targets otherwise)")
+    saved.write_text("env:\n  name: humanoid_imitation\n  action_reference: 1.0\n  action_reference_velocity: 1.0\n")
+    check_same_action_map(saved, TrainCfg(env=velocity))
 
 
 @pytest.mark.parametrize("override, what", [

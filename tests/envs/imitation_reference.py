@@ -324,13 +324,18 @@ def reference_state(ref: dict, qpos_start: int, dof_start: int, nq: int, nv: int
 
 def apply_actions(actions: torch.Tensor, default_joint_pos: torch.Tensor, action_scale: torch.Tensor,
                   clip: float, ref_joint_pos: torch.Tensor | None = None, ref_weight: float = 0.0,
-                  nominal_joint_pos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ctrl, clip(a)): ctrl = default + w * (ref - nominal) + scale * clip(a); ``default_joint_pos [A]`` or per env
-    ``[N, A]`` (nominal + calibration offset), ``ref_joint_pos [N, A]`` the reference one step ahead, ``nominal``
-    the robot's default pose ``[A]`` (``default_joint_pos`` when not given)."""
+                  nominal_joint_pos: torch.Tensor | None = None, ref_joint_vel: torch.Tensor | None = None,
+                  vel_weight: float = 0.0, kp: torch.Tensor | None = None,
+                  kd: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ctrl, clip(a)): ctrl = default + w * (ref - nominal) + wv * kd / kp * ref_vel + scale * clip(a);
+    ``default_joint_pos [A]`` or per env ``[N, A]`` (nominal + calibration offset), ``ref_joint_pos`` /
+    ``ref_joint_vel [N, A]`` the reference one step ahead, ``nominal`` the robot's default pose ``[A]``
+    (``default_joint_pos`` when not given), ``kp`` / ``kd [A]`` the servos' gains."""
     a = f64(actions).clamp(-clip, clip)
     offset = f64(default_joint_pos)
     if ref_weight:
         nominal = offset if nominal_joint_pos is None else f64(nominal_joint_pos)
         offset = offset + ref_weight * (f64(ref_joint_pos) - nominal)
+    if vel_weight:
+        offset = offset + vel_weight * f64(kd) / f64(kp) * f64(ref_joint_vel)
     return offset + f64(action_scale) * a, a

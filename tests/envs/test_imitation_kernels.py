@@ -325,36 +325,83 @@ def test_reference_state_reset_partial_mask(env):
     assert pos_err.max() < 1e-3, pos_err.max()
 
 
-# None: the shipped default (the reference one control step ahead fed forward); lead: env.action_reference_lead
-@pytest.mark.parametrize("ref_weight, lead", [(None, None), (0.0, None), (0.5, None), (1.0, 4)])
-def test_apply_actions(env, ref_weight, lead):
+def _servo_gains(env) -> tuple[torch.Tensor, torch.Tensor]:
+    """(kp, kd) ``[A]`` float64 read straight off the MuJoCo model's position actuators."""
+    m, ids = env.sim.mj_model, env.sim.robot.actuator_ids
+    return torch.from_numpy(m.actuator_gainprm[ids, 0].copy()), torch.from_numpy(-m.actuator_biasprm[ids, 2].copy())
+
+
+# None: the shipped default (the reference one control step ahead fed forward, no velocity); lead:
+# env.action_reference_lead; vel_weight: env.action_reference_velocity
+@pytest.mark.parametrize("ref_weight, lead, vel_weight", [(None, None, None), (0.0, None, 0.0), (0.5, None, 0.0),
+                                                          (1.0, 4, 0.0), (1.0, None, 1.0), (0.5, 4, 0.5)])
+def test_apply_actions(env, ref_weight, lead, vel_weight):
     g = torch.Generator().manual_seed(5)
     clip = env.cfg.action_clip
-    shipped, shipped_frame = env.params.action_ref_weight, env.params.action_ref_frame
-    w = shipped if ref_weight is None else ref_weight
-    assert ref_weight is not None or (w == 1.0 and env.cfg.action_reference_lead == 1)
+    shipped = env.params.action_ref_weight, env.params.action_ref_frame, env.params.action_ref_vel_weight
+    w = shipped[0] if ref_weight is None else ref_weight
+    wv = shipped[2] if vel_weight is None else vel_weight
+    assert ref_weight is not None or (w == 1.0 and env.cfg.action_reference_lead == 1 and wv == 0.0)
     first = 8.0 * torch.randn(N, env.num_actions, generator=g)  # plenty beyond +-clip
     second = 8.0 * torch.randn(N, env.num_actions, generator=g)
     assert (first.abs() > clip).any() and (first.abs() < clip).any()
     # shipped: the target is for the end of the step, the reference frame one control step ahead (future_steps[0])
     frame = 1 + list(env.cfg.future_steps).index(lead or 1)
-    ref_q = env.ref.dof_pos[:, frame]
-    assert not torch.allclose(ref_q, env.ref.dof_pos[:, 0])
+    ref_q, ref_v = env.ref.dof_pos[:, frame], env.ref.dof_vel[:, frame]
+    assert not torch.allclose(ref_q, env.ref.dof_pos[:, 0]) and ref_v.abs().max() > 0.1
+    kp, kd = _servo_gains(env)
     try:
-        env.params.action_ref_weight, env.params.action_ref_frame = w, frame
+        env.params.action_ref_weight, env.params.action_ref_frame, env.params.action_ref_vel_weight = w, frame, wv
         for raw, prev_clipped in ((first, None), (second, first.clamp(-clip, clip))):
             old_actions = env.actions.clone()
             env.policy_actions.copy_(raw)
             apply_actions(env.params, env.ref_wp, env.buf, env.sim.state)
             ctrl, clipped = R.apply_actions(raw, env.default_joint_pos, _const(env, "action_scale"), clip,
-                                            ref_q, w, _const(env, "default_joint_pos"))
+                                            ref_q, w, _const(env, "default_joint_pos"), ref_v, wv, kp, kd)
             _assert_close(env.sim.ctrl, ctrl, "ctrl")
             assert torch.equal(env.actions, clipped.float())
             assert torch.equal(env.prev_actions, old_actions)
             if prev_clipped is not None:
                 assert torch.equal(env.prev_actions, prev_clipped)
     finally:
-        env.params.action_ref_weight, env.params.action_ref_frame = shipped, shipped_frame
+        env.params.action_ref_weight, env.params.action_ref_frame, env.params.action_ref_vel_weight = shipped
+
+
+def test_reference_velocity_makes_the_servo_damp_towards_it(env):
+    """With ``action_reference_velocity=1`` MuJoCo's own position servo, driven by the kernel's target, exerts
+    kp (q_ref + scale a - q) + kd (v_ref - qdot): a PD whose velocity target is the reference's joint velocity
+    (what a deployment sends as the servo's ``dq``), where without it the servo damps towards rest."""
+    m, ids = env.sim.mj_model, env.sim.robot.actuator_ids
+    kp, kd = _servo_gains(env)
+    g = torch.Generator().manual_seed(9)
+    actions = 0.3 * torch.randn(N, env.num_actions, generator=g)
+    frame = 1 + list(env.cfg.future_steps).index(env.cfg.action_reference_lead)
+    ref_q, ref_v = env.ref.dof_pos[:, frame].double(), env.ref.dof_vel[:, frame].double()
+    shipped = env.params.action_ref_vel_weight
+    try:
+        env.params.action_ref_vel_weight = 1.0
+        env.policy_actions.copy_(actions)
+        apply_actions(env.params, env.ref_wp, env.buf, env.sim.state)
+    finally:
+        env.params.action_ref_vel_weight = shipped
+    d = mujoco.MjData(m)
+    dof = np.asarray(m.jnt_dofadr[m.actuator_trnid[ids, 0]])
+    qadr = np.asarray(m.jnt_qposadr[m.actuator_trnid[ids, 0]])
+    scale, nominal = _const(env, "action_scale").double(), _const(env, "default_joint_pos").double()
+    target = env.default_joint_pos.double() + ref_q - nominal + scale * actions.double()  # without the velocity
+    for i in range(N):
+        d.qpos[:] = m.qpos0
+        d.qpos[qadr] = ref_q[i].numpy() + 0.05 * torch.randn(env.num_actions, generator=g, dtype=torch.float64).numpy()
+        d.qvel[:] = 0.0
+        d.qvel[dof] = ref_v[i].numpy() + 0.5 * torch.randn(env.num_actions, generator=g, dtype=torch.float64).numpy()
+        d.ctrl[:] = env.sim.ctrl[i].double().numpy()
+        mujoco.mj_forward(m, d)
+        q, qd = torch.from_numpy(d.qpos[qadr].copy()), torch.from_numpy(d.qvel[dof].copy())
+        want = kp * (target[i] - q) + kd * (ref_v[i] - qd)
+        lim = torch.from_numpy(np.abs(m.actuator_forcerange[ids, 1]).copy())
+        want = torch.maximum(torch.minimum(want, lim), -lim)
+        got = torch.from_numpy(d.actuator_force[ids].copy())
+        torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-5)  # N m; the target is float32
 
 
 def _geom_bottoms(m: mujoco.MjModel, d: mujoco.MjData, geoms: np.ndarray) -> np.ndarray:

@@ -44,6 +44,8 @@ def test_policy_json(exported, loaded_run):
     lead = meta["action_reference_lead"]
     assert lead == cfg.env.action_reference_lead and lead in meta["future_steps"]  # a frame the observation has
     assert f"t + {lead} * control_dt" in meta["joint_target"]
+    assert meta["action_reference_velocity"] == cfg.env.action_reference_velocity
+    assert "kd * (joint_velocity_target - qdot)" in meta["joint_velocity_target"]
     assert meta["observation"]["history_length"] == cfg.env.history_length == 0  # the shipped row: no history
     assert meta["observation"]["history"] == "none"
     assert len(meta["pd_gains"]["kp"]) == 29 and meta["pd_gains"]["kp"][0] == pytest.approx(40.1792)

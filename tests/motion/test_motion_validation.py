@@ -95,6 +95,30 @@ def test_a_clip_in_the_air_is_an_error_unless_allowed(tmp_path, capsys):
     assert len(res.warnings) == 1 and "implausible root orientation" in res.warnings[0], res.warnings
 
 
+def test_a_clip_that_floats_for_longer_than_any_jump_is_packed_with_a_warning(tmp_path):
+    """The shipped walk packs without the warning; lifted 10 cm over 2 s of its middle (rows 31-90) it still
+    packs, with one warning that names the stretch (a robot cannot push off the air), and as it was read."""
+    g1 = RobotKinematics.from_robot("g1")
+    rows = np.loadtxt(MOTIONS_DIR / "walk.csv", delimiter=",")[:120]
+    write_csv(tmp_path / "walk.csv", rows)
+    assert not any("floats" in w for w in pack_motions([tmp_path / "walk.csv"], tmp_path / "a", robot=g1).warnings)
+    rows[30:90, 2] += 0.10
+    write_csv(tmp_path / "float.csv", rows)
+    res = pack_motions([tmp_path / "float.csv"], tmp_path / "b", robot=g1)
+    floats = [w for w in res.warnings if "floats" in w]
+    assert len(floats) == 1 and floats[0].startswith(f"{tmp_path / 'float.csv'}: no geometry within 0.03 m of the "
+                                                     "floor for 2.00 s (rows 31-90"), floats
+    lib = MotionLib([str(tmp_path / "b")])
+    np.testing.assert_allclose(lib.frames["root_pos"][:, 2].numpy(), rows[:, 2], atol=1e-5)
+    res = pack_motions([tmp_path / "float.csv"], tmp_path / "c", robot=g1, opts=PackOptions(max_airborne_s=2.5))
+    assert not any("floats" in w for w in res.warnings)
+    rows[:20, 2] -= 0.05  # its first frames sunk: a whole-clip --fix-height lifts them and the rest with them
+    write_csv(tmp_path / "sunk.csv", rows)
+    res = pack_motions([tmp_path / "sunk.csv"], tmp_path / "d", robot=g1, opts=PackOptions(fix_height="all"))
+    floats = [w for w in res.warnings if "floats" in w]
+    assert len(floats) == 1 and "--fix-height raised the whole clip by 0.05" in floats[0], floats
+
+
 def test_a_clip_that_starts_in_the_air_is_refused(tmp_path, capsys):
     rows = np.loadtxt(MOTIONS_DIR / "walk.csv", delimiter=",")[:40]
     rows[:5, 2] += 0.5  # the first frames above the floor, the rest on it

@@ -227,6 +227,11 @@ class HumanoidImitationEnvCfg:
     # control steps ahead of the observation's time of the reference frame fed forward (one of env.future_steps): the
     # position servos lag their targets, so a target further ahead can make up for that lag
     action_reference_lead: int = 1
+    # share of the reference's joint velocities (same frame) fed forward into the servos' damping: the position target
+    # moves by action_reference_velocity * kd / kp * reference joint velocity, the same torque as a PD whose velocity
+    # target is that velocity (kp (q* - q) + kd (w qdot_ref - qdot)). 0: the servos damp towards rest and brake every
+    # fast reference motion (a take-off, a rise) unless the policy learns to push past it
+    action_reference_velocity: float = 0.0
     privileged_critic: bool = True  # the critic also sees reference and body velocities
     soft_joint_limit_factor: float = 0.9
     kinematic_replay: bool = False  # write the reference into the simulator instead of stepping physics
@@ -258,5 +263,11 @@ def action_reference_problem(cfg: HumanoidImitationEnvCfg) -> str | None:
         return f"env.action_reference={w}: must be in [0, 1]"
     if w > 0.0 and lead not in steps:
         return (f"env.action_reference={w} needs env.action_reference_lead={lead} in env.future_steps (the "
+                f"reference frame it feeds forward), got {steps}")
+    v = cfg.action_reference_velocity
+    if not 0.0 <= v <= 1.0:
+        return f"env.action_reference_velocity={v}: must be in [0, 1]"
+    if v > 0.0 and lead not in steps:
+        return (f"env.action_reference_velocity={v} needs env.action_reference_lead={lead} in env.future_steps (the "
                 f"reference frame it feeds forward), got {steps}")
     return None

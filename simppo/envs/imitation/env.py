@@ -48,6 +48,7 @@ from simppo.motion.config import MotionCfg
 from simppo.motion.format import robot_digest
 from simppo.motion.motion_lib import MotionLib
 from simppo.robot.config import RobotCfg, load_robot_cfg
+from simppo.robot.model import servo_damping_over_stiffness
 from simppo.sim import make_sim
 from simppo.sim.config import SimCfg
 from simppo.utils.device import gc_paused, on_torch_stream, torch_stream_scope, warp_view
@@ -257,6 +258,8 @@ class HumanoidImitationEnv(VecEnv):
         p.action_ref_weight = float(cfg.action_reference)
         lead = int(cfg.action_reference_lead)
         p.action_ref_frame = 1 + list(cfg.future_steps).index(lead) if lead in cfg.future_steps else 0
+        p.action_ref_vel_weight = float(cfg.action_reference_velocity)
+        p.damping_over_stiffness = f32(servo_damping_over_stiffness(self.sim.mj_model, r.actuator_ids))
         t = cfg.terminations
         p.anchor_height, p.anchor_ori, p.ee_height = float(t.anchor_height), float(t.anchor_ori), float(t.ee_height)
         p.body_pos = float(t.body_pos)

@@ -10,7 +10,8 @@ from simppo.kernels.motion_interp import MotionStateWp as RefState  # noqa: F401
 
 @wp.struct
 class ImitationParams:
-    """Constants. Per joint ``[A]``: ``default_joint_pos`` (nominal), ``action_scale``, ``soft_joint_lo/hi``;
+    """Constants. Per joint ``[A]``: ``default_joint_pos`` (nominal), ``action_scale``,
+    ``damping_over_stiffness`` (the servo's kd / kp), ``soft_joint_lo/hi``;
     ``tracked_ids [Nt]`` / ``ee_ids [E]`` / ``feet_ids [Ft]`` MuJoCo body ids; per reward term ``[T]`` (spec order):
     ``weights``, ``sigmas``, ``term_kind`` (1 = tracking exp(-err/σ²), 0 = penalty);
     ``motion_lengths [M]`` seconds. Observation layout (``spec.obs_columns``): ``obs_col [K]`` start column
@@ -21,6 +22,7 @@ class ImitationParams:
 
     default_joint_pos: wp.array(dtype=wp.float32)
     action_scale: wp.array(dtype=wp.float32)
+    damping_over_stiffness: wp.array(dtype=wp.float32)  # nominal kd / kp of each joint's servo (s)
     soft_joint_lo: wp.array(dtype=wp.float32)
     soft_joint_hi: wp.array(dtype=wp.float32)
     tracked_ids: wp.array(dtype=wp.int32)
@@ -42,6 +44,7 @@ class ImitationParams:
     action_clip: float
     action_ref_weight: float  # share of the reference's joint angles in the action offset (0: default pose)
     action_ref_frame: int  # the ref frame fed forward (env.action_reference_lead control steps ahead)
+    action_ref_vel_weight: float  # share of the reference's joint velocities fed forward into the damping
     anchor_height: float
     anchor_ori: float
     ee_height: float
