@@ -145,10 +145,7 @@ def servo_gains(mj_model: mujoco.MjModel, actuator_ids) -> tuple[np.ndarray, np.
 
 def servo_damping_over_stiffness(mj_model: mujoco.MjModel, actuator_ids) -> np.ndarray:
     """``kd / kp [J]`` (seconds) of the position servos ``actuator_ids``: how far a position target must lead to
-    damp towards a joint velocity ``v`` rather than towards rest (``kp (ctrl + kd / kp v - q) - kd qdot``)."""
+    damp towards a joint velocity ``v`` rather than towards rest (``kp (ctrl + kd / kp v - q) - kd qdot``); 0 for
+    an actuator that is no position servo (``kp <= 0``)."""
     kp, kd = servo_gains(mj_model, actuator_ids)
-    if np.any(kp <= 0.0):
-        act = int(np.asarray(actuator_ids)[np.argmax(kp <= 0.0)])
-        name = mujoco.mj_id2name(mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, act)
-        raise ValueError(f"actuator {name!r}: kp={mj_model.actuator_gainprm[act, 0]:g}, not a position servo's")
-    return kd / kp
+    return np.divide(kd, kp, out=np.zeros_like(kp), where=kp > 0.0)

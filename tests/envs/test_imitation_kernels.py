@@ -18,6 +18,7 @@ from simppo.kernels.imitation.actions import apply_actions
 from simppo.kernels.imitation.spec import CAUSE_CODE, END_CAUSES, ERROR_NAMES, TRACKING_NAMES, cause_mask
 from simppo.kernels.imitation.spec import REWARD_NAMES as REWARD_TERMS
 from simppo.kernels.imitation.terminations import compute_terminations
+from simppo.robot.model import servo_gains
 from tests.envs import imitation_reference as R
 
 ATOL = 1e-5  # absolute; relative (float32 sums such as action_rate ~ 50) where |value| > 1
@@ -326,9 +327,8 @@ def test_reference_state_reset_partial_mask(env):
 
 
 def _servo_gains(env) -> tuple[torch.Tensor, torch.Tensor]:
-    """(kp, kd) ``[A]`` float64 read straight off the MuJoCo model's position actuators."""
-    m, ids = env.sim.mj_model, env.sim.robot.actuator_ids
-    return torch.from_numpy(m.actuator_gainprm[ids, 0].copy()), torch.from_numpy(-m.actuator_biasprm[ids, 2].copy())
+    """(kp, kd) ``[A]`` float64 of the MuJoCo model's position actuators."""
+    return tuple(torch.from_numpy(g) for g in servo_gains(env.sim.mj_model, env.sim.robot.actuator_ids))
 
 
 # None: the shipped default (the reference one control step ahead fed forward, no velocity); lead:

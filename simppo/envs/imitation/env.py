@@ -259,7 +259,12 @@ class HumanoidImitationEnv(VecEnv):
         lead = int(cfg.action_reference_lead)
         p.action_ref_frame = 1 + list(cfg.future_steps).index(lead) if lead in cfg.future_steps else 0
         p.action_ref_vel_weight = float(cfg.action_reference_velocity)
-        p.damping_over_stiffness = f32(servo_damping_over_stiffness(self.sim.mj_model, r.actuator_ids))
+        ratio = servo_damping_over_stiffness(self.sim.mj_model, r.actuator_ids)
+        if cfg.action_reference_velocity and not np.all(ratio > 0.0):  # a robot without servos runs without it
+            j = int(np.argmin(ratio > 0.0))
+            raise ValueError(f"env.action_reference_velocity={cfg.action_reference_velocity} needs position servos "
+                             f"with damping; joint {self.robot_cfg.joint_names[j]}'s actuator has none")
+        p.damping_over_stiffness = f32(ratio)
         t = cfg.terminations
         p.anchor_height, p.anchor_ori, p.ee_height = float(t.anchor_height), float(t.anchor_ori), float(t.ee_height)
         p.body_pos = float(t.body_pos)
