@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--fix-height", choices=["auto", "all", "none"], default=d.fix_height,
                    help="shift each clip so that its lowest point over all frames touches the floor: auto (default) "
-                   "for ProtoMotions .motion files, whose loader shifts them onto the floor too; all; none")
+                   "for ProtoMotions .motion files, whose loader shifts them onto the floor too (when that would "
+                   "leave the clip floating, their sinking frames are lifted onto the floor one by one instead); "
+                   "all; none")
     p.add_argument("--recursive", action="store_true",
                    help="directories: pack the motion files of every sub-directory too (named by their path)")
     p.add_argument("--workers", type=int, default=0,

@@ -138,7 +138,10 @@ class Clip:
     warnings: list[str] = field(default_factory=list)  # repairs made (one line each)
     notes: list[str] = field(default_factory=list)  # what the reader found (one line each)
     file_body_pos: np.ndarray | None = None  # the file's own world body positions [T, B, 3], when it has them
-    fix_height: bool = False  # shift the clip so that its lowest geometry touches the floor (PackOptions.fix_height)
+    # "whole": shift the clip so that its lowest geometry over all frames touches the floor; "auto": the same unless
+    # that leaves it floating (then only the frames that sink are lifted onto the floor); "none". See
+    # PackOptions.fix_height
+    fix_height: str = "none"
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -486,7 +489,10 @@ def read_clip(src: ClipSource, robot: RobotKinematics, opts: PackOptions) -> Cli
         clip.file_body_pos = read.body_pos
     if opts.fix_height not in FIX_HEIGHT_MODES:
         raise MotionPackError("--fix-height", 0, 0, f"must be one of {list(FIX_HEIGHT_MODES)}, got {opts.fix_height!r}")
-    clip.fix_height = opts.fix_height == "all" or (opts.fix_height == "auto" and src.suffix == PROTOMOTIONS_SUFFIX)
+    if opts.fix_height == "all":
+        clip.fix_height = "whole"
+    elif opts.fix_height == "auto" and src.suffix == PROTOMOTIONS_SUFFIX:
+        clip.fix_height = "auto"
     return clip
 
 
@@ -517,6 +523,13 @@ def longest_run(mask: np.ndarray) -> tuple[int, int]:
         return 0, 0
     i = int(np.argmax(stops - starts))
     return int(starts[i]), int(stops[i])
+
+
+def airborne_seconds(lowest_z: np.ndarray, dt: float, opts: PackOptions) -> float:
+    """Length in s of the longest stretch of frames with no geometry within ``contact_height`` of the floor
+    (``lowest_z [T]``: each frame's lowest collision geometry)."""
+    a, b = longest_run(lowest_z > opts.contact_height)
+    return (b - a) * dt
 
 
 def orientation_stats(fk: dict[str, np.ndarray], opts: PackOptions) -> tuple[float, float, float]:
@@ -593,7 +606,21 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
     fk = robot.forward(qpos)
     _check_orientation(clip, qpos, fk, robot, opts)
     shift, raised = -float(fk["lowest_z"].min()), 0.0
-    if clip.fix_height and abs(shift) > opts.ground_slack:  # a clip on the floor within the slack stays as it is
+    frame_lift = np.maximum(-fk["lowest_z"], 0.0)
+    airborne_if_shifted = airborne_seconds(fk["lowest_z"] + shift, dt, opts)
+    if (clip.fix_height == "auto" and shift > opts.ground_slack and airborne_if_shifted > opts.max_airborne_s
+            and airborne_seconds(fk["lowest_z"] + frame_lift, dt, opts) <= opts.max_airborne_s):
+        # a clip of which only a part sinks (a crouch on tiptoe) would float elsewhere (its run) if raised whole:
+        # lift each sinking frame just onto the floor (continuous in the frame's depth, so no step in the root)
+        qpos = qpos.copy()
+        qpos[:, 2] += frame_lift
+        fk["body_pos"][:, :, 2] += frame_lift[:, None]
+        fk["foot_lowest_z"] += frame_lift[:, None]
+        fk["lowest_z"] = fk["lowest_z"] + frame_lift
+        clip.notes.append(f"{clip.source}: {int(np.count_nonzero(frame_lift))} frame(s) that sink (up to "
+                          f"{shift:.3f} m) lifted onto the floor one by one: raising the whole clip by {shift:.3f} m "
+                          f"would leave it off the floor for {airborne_if_shifted:.2f} s (--fix-height auto)")
+    elif clip.fix_height != "none" and abs(shift) > opts.ground_slack:  # on the floor within the slack: as it is
         raised = max(shift, 0.0)
         qpos = qpos.copy()
         qpos[:, 2] += shift

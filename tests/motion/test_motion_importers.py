@@ -93,6 +93,36 @@ def write_protomotions(path, rows, fk, fps=30, extra_object=True) -> None:
         del sys.modules["protomotions_stand_in_module"]
 
 
+def test_a_protomotions_clip_sunk_in_part_has_only_those_frames_lifted(tmp_path, walk, g1):
+    """A clip of which only the first half second sinks (up to 8 cm, as the real crouch-to-run's tiptoe crouch):
+    raised whole it would float for over a second, so ``--fix-height auto`` lifts each sinking frame just onto the floor
+    and leaves the others as they are; ``all`` raises it whole, with the float warning."""
+    rows, fk = walk
+    depth = np.where(np.arange(len(rows)) < 15, 0.04 * (1 + np.cos(np.pi * np.arange(len(rows)) / 15)), 0.0)
+    sunk, fk_sunk = rows.copy(), {k: v.copy() for k, v in fk.items()}
+    sunk[:, 2] -= depth
+    fk_sunk["body_pos"][..., 2] -= depth[:, None]
+    write_protomotions(tmp_path / "crouch.motion", sunk, fk_sunk, extra_object=False)
+    qpos = np.concatenate([sunk[:, :7], sunk[:, 7:][:, g1.input_to_qpos]], axis=1)
+    lowest = g1.forward(qpos)["lowest_z"]
+    assert lowest.min() < -0.07
+
+    res = pack_motions([tmp_path / "crouch.motion"], tmp_path / "auto", robot=g1)
+    lifted = [n for n in res.notes if "lifted onto the floor one by one" in n]
+    assert len(lifted) == 1 and float(lifted[0].split("off the floor for ")[1].split(" s")[0]) > 1.0, res.notes
+    assert not any("floats" in w for w in res.warnings), res.warnings
+    packed = motions(tmp_path / "auto")["crouch"]
+    packed_qpos = np.concatenate([packed["root_pos"], packed["root_quat"], packed["dof_pos"]], axis=1)
+    np.testing.assert_allclose(g1.forward(packed_qpos)["lowest_z"], np.maximum(lowest, 0.0), atol=1e-5)
+    on_floor = lowest >= 0
+    np.testing.assert_allclose(packed["root_pos"][on_floor, 2], sunk[on_floor, 2], atol=1e-5)
+
+    res = pack_motions([tmp_path / "crouch.motion"], tmp_path / "all", robot=g1, opts=PackOptions(fix_height="all"))
+    assert any("--fix-height raised the whole clip by 0.0" in w for w in res.warnings), res.warnings
+    np.testing.assert_allclose(motions(tmp_path / "all")["crouch"]["root_pos"][:, 2], sunk[:, 2] - lowest.min(),
+                               atol=1e-5)
+
+
 def test_the_formats_of_one_motion_pack_alike(tmp_path, walk, capsys):
     rows, fk = walk
     np.savetxt(tmp_path / "walk_wxyz.csv", rows, delimiter=",", fmt="%.9f")
