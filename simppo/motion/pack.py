@@ -577,6 +577,19 @@ def _check_orientation(clip: Clip, qpos: np.ndarray, fk: dict, robot: RobotKinem
                          "the root height")
 
 
+def _lift(qpos: np.ndarray, fk: dict[str, np.ndarray], dz) -> np.ndarray:
+    """``qpos [T, 7 + D]`` raised by ``dz`` (m; a scalar or one per frame ``[T]``), with the kinematics ``fk`` of
+    :meth:`RobotKinematics.forward` moved along in place."""
+    dz = np.asarray(dz, dtype=np.float64)
+    per_body = dz[:, None] if dz.ndim else dz
+    qpos = qpos.copy()
+    qpos[:, 2] += dz
+    fk["body_pos"][:, :, 2] += per_body
+    fk["foot_lowest_z"] += per_body
+    fk["lowest_z"] = fk["lowest_z"] + dz
+    return qpos
+
+
 def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[str, np.ndarray]:
     """Frame arrays (shard field name → float32/uint8 array) for one validated clip.
 
@@ -612,21 +625,13 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
             and airborne_seconds(fk["lowest_z"] + frame_lift, dt, opts) <= opts.max_airborne_s):
         # a clip of which only a part sinks (a crouch on tiptoe) would float elsewhere (its run) if raised whole:
         # lift each sinking frame just onto the floor (continuous in the frame's depth, so no step in the root)
-        qpos = qpos.copy()
-        qpos[:, 2] += frame_lift
-        fk["body_pos"][:, :, 2] += frame_lift[:, None]
-        fk["foot_lowest_z"] += frame_lift[:, None]
-        fk["lowest_z"] = fk["lowest_z"] + frame_lift
+        qpos = _lift(qpos, fk, frame_lift)
         clip.notes.append(f"{clip.source}: {int(np.count_nonzero(frame_lift))} frame(s) that sink (up to "
                           f"{shift:.3f} m) lifted onto the floor one by one: raising the whole clip by {shift:.3f} m "
                           f"would leave it off the floor for {airborne_if_shifted:.2f} s (--fix-height auto)")
     elif clip.fix_height != "none" and abs(shift) > opts.ground_slack:  # on the floor within the slack: as it is
         raised = max(shift, 0.0)
-        qpos = qpos.copy()
-        qpos[:, 2] += shift
-        fk["body_pos"][:, :, 2] += shift
-        fk["foot_lowest_z"] += shift
-        fk["lowest_z"] = fk["lowest_z"] + shift
+        qpos = _lift(qpos, fk, shift)
         clip.notes.append(f"{clip.source}: {'raised' if shift > 0 else 'lowered'} by {abs(shift):.3f} m so that "
                           "its lowest point touches the floor (--fix-height)")
     low = np.nonzero(fk["lowest_z"] < -opts.ground_tol)[0]
@@ -647,11 +652,7 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
             f"{clip.source}: {int(np.count_nonzero(lift))} frame(s) with geometry up to {opts.ground_tol} m below "
             f"the floor were lifted onto it (deepest: {robot.body_names[fk['lowest_body'][t]]} {lift[t]:.3f} m at "
             f"row {file_row(t)})")
-        qpos = qpos.copy()
-        qpos[:, 2] += lift
-        fk["body_pos"][:, :, 2] += lift[:, None]
-        fk["foot_lowest_z"] += lift[:, None]
-        fk["lowest_z"] = fk["lowest_z"] + lift
+        qpos = _lift(qpos, fk, lift)
     airborne = longest_run(fk["lowest_z"] > opts.contact_height)
     if (airborne[1] - airborne[0]) * dt > opts.max_airborne_s:
         a, b = airborne
