@@ -619,21 +619,23 @@ def process_clip(clip: Clip, robot: RobotKinematics, opts: PackOptions) -> dict[
     fk = robot.forward(qpos)
     _check_orientation(clip, qpos, fk, robot, opts)
     shift, raised = -float(fk["lowest_z"].min()), 0.0
-    frame_lift = np.maximum(-fk["lowest_z"], 0.0)
-    airborne_if_shifted = airborne_seconds(fk["lowest_z"] + shift, dt, opts)
-    if (clip.fix_height == "auto" and shift > opts.ground_slack and airborne_if_shifted > opts.max_airborne_s
-            and airborne_seconds(fk["lowest_z"] + frame_lift, dt, opts) <= opts.max_airborne_s):
-        # a clip of which only a part sinks (a crouch on tiptoe) would float elsewhere (its run) if raised whole:
-        # lift each sinking frame just onto the floor (continuous in the frame's depth, so no step in the root)
-        qpos = _lift(qpos, fk, frame_lift)
-        clip.notes.append(f"{clip.source}: {int(np.count_nonzero(frame_lift))} frame(s) that sink (up to "
-                          f"{shift:.3f} m) lifted onto the floor one by one: raising the whole clip by {shift:.3f} m "
-                          f"would leave it off the floor for {airborne_if_shifted:.2f} s (--fix-height auto)")
-    elif clip.fix_height != "none" and abs(shift) > opts.ground_slack:  # on the floor within the slack: as it is
-        raised = max(shift, 0.0)
-        qpos = _lift(qpos, fk, shift)
-        clip.notes.append(f"{clip.source}: {'raised' if shift > 0 else 'lowered'} by {abs(shift):.3f} m so that "
-                          "its lowest point touches the floor (--fix-height)")
+    if clip.fix_height != "none" and abs(shift) > opts.ground_slack:  # on the floor within the slack: as it is
+        frame_lift = np.maximum(-fk["lowest_z"], 0.0)
+        airborne_if_shifted = airborne_seconds(fk["lowest_z"] + shift, dt, opts)
+        if (clip.fix_height == "auto" and airborne_if_shifted > opts.max_airborne_s
+                and airborne_seconds(fk["lowest_z"] + frame_lift, dt, opts) <= opts.max_airborne_s):
+            # a clip of which only a part sinks (a crouch on tiptoe) would float elsewhere (its run) if raised
+            # whole: lift each sinking frame just onto the floor (continuous in the frame's depth: no step in the root)
+            qpos = _lift(qpos, fk, frame_lift)
+            clip.notes.append(f"{clip.source}: {int(np.count_nonzero(frame_lift))} frame(s) that sink (up to "
+                              f"{shift:.3f} m) lifted onto the floor one by one: raising the whole clip by "
+                              f"{shift:.3f} m would leave it off the floor for {airborne_if_shifted:.2f} s "
+                              "(--fix-height auto)")
+        else:
+            raised = max(shift, 0.0)
+            qpos = _lift(qpos, fk, shift)
+            clip.notes.append(f"{clip.source}: {'raised' if shift > 0 else 'lowered'} by {abs(shift):.3f} m so "
+                              "that its lowest point touches the floor (--fix-height)")
     low = np.nonzero(fk["lowest_z"] < -opts.ground_tol)[0]
     if len(low):
         t = low[0]
