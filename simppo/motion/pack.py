@@ -20,6 +20,7 @@ state resets never start with joints past their limits or geometry deep in the f
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -761,13 +762,25 @@ def pack_shard(path: Path, sources: list[ClipSource], robot: RobotKinematics, op
     return {"entry": entry, "robot_digest": header.robot_digest, "warnings": warnings, "notes": notes}
 
 
+@functools.cache
+def packing_code_digest() -> str:
+    """Digest of the source of the code that turns a clip into a shard's arrays (the ``simppo.motion`` and
+    ``simppo.robot`` packages): a ``--resume`` after an upgrade of simppo redoes the shards, whose repairs may have
+    changed, rather than mixing them with the new ones."""
+    h = hashlib.sha256()
+    for package in (Path(__file__).parent, Path(__file__).parents[1] / "robot"):
+        for src in sorted(package.glob("*.py")):
+            h.update(src.name.encode() + b"\0" + src.read_bytes())
+    return h.hexdigest()
+
+
 def _signature(sources: list[ClipSource], robot: RobotKinematics, opts: PackOptions) -> str:
     """Digest of what a shard is made from: its inputs (path, size, modification time and how they are read), the
-    robot and the options that change the arrays."""
+    robot, the options that change the arrays and the packing code (:func:`packing_code_digest`)."""
     h = hashlib.sha256()
     options = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("workers", "resume", "progress")}
-    h.update(json.dumps([FORMAT_VERSION, robot.name, robot.joint_names, robot.body_names, options],
-                        sort_keys=True, default=str).encode())
+    h.update(json.dumps([FORMAT_VERSION, packing_code_digest(), robot.name, robot.joint_names, robot.body_names,
+                         options], sort_keys=True, default=str).encode())
     for s in sources:
         st = s.path.stat()
         h.update(json.dumps([str(s.path.resolve()), s.name, s.weight, s.fps, s.quat_order, s.format, st.st_size,

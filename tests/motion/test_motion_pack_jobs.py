@@ -74,6 +74,34 @@ def test_resume_keeps_the_finished_shards_and_redoes_the_changed_ones(tmp_path, 
     assert sorted(os.listdir(tmp_path / "out2")) == ["index.json", "shard_00000.sms"] and res.num_motions == 1
 
 
+def test_resume_after_an_upgrade_of_the_packing_code_redoes_every_shard(tmp_path, monkeypatch):
+    inputs = clips(tmp_path, 3)
+    out, opts = tmp_path / "out", PackOptions(max_motions_per_shard=1, resume=True)
+    real, calls = pack_mod.pack_shard, []
+
+    def recorded(path, *args):
+        calls.append(path.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(path, *args)
+
+    monkeypatch.setattr(pack_mod, "pack_shard", recorded)
+    with pytest.raises(KeyboardInterrupt):
+        pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
+    assert calls == ["shard_00000.sms", "shard_00001.sms", "shard_00002.sms"]
+    calls.clear()
+
+    def counting(path, *args):
+        calls.append(path.name)
+        return real(path, *args)
+
+    monkeypatch.setattr(pack_mod, "pack_shard", counting)
+    # the same inputs and options, packed by another version of simppo's packing code
+    monkeypatch.setattr(pack_mod, "packing_code_digest", lambda: "another simppo")
+    res = pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
+    assert calls == ["shard_00000.sms", "shard_00001.sms", "shard_00002.sms"] and res.num_motions == 3
+
+
 def test_cli_says_where_the_work_was_kept(tmp_path, monkeypatch, capsys):
     from simppo.cli import pack as cli
 
