@@ -14,6 +14,12 @@
 #                float64 reference, solver iterations per step and control steps/s
 #   7. mjx       benchmarks/sim.py's sim=mjx rows at 4096 worlds (compile apart from steady state, step
 #                mjx/mujoco); skipped with one line when JAX has no GPU here (the [mjx] extra with a CUDA jaxlib)
+#   8. learn     (not run by default: it needs a motion set) benchmarks/learning.py on SIMPPO_GPU_PACK (a pack or
+#                motion files inside the repo, e.g. a folder named in the device tool's carry) at 8192 envs, rows
+#                at SIMPPO_GPU_LEARN_SAMPLES (default 25e6,50e6,100e6,200e6), and a last row and checkpoint where
+#                SIMPPO_GPU_LEARN_S seconds of training end it (default 360); SIMPPO_GPU_LEARN_RESUME continues
+#                a run from its checkpoint. curve.jsonl, config.yaml and the newest checkpoint in $OUT/learn.
+#                SIMPPO_GPU_STAGES="install learn" SIMPPO_GPU_PACK=.gpu/pack bash benchmarks/gpu_check.sh
 # Every figure goes to one results file: $OUT/gpu_results.txt when OUT is set, else ./gpu_results.txt.
 # Stages run even when an earlier one failed (so the figures come back); the exit status is that of the
 # first failed stage.
@@ -124,7 +130,27 @@ print(f"compile: kernels ready in {time.perf_counter() - t0:.1f} s (graphs: {env
 EOF
 }
 
+learn_rows() {
+    local pack=${SIMPPO_GPU_PACK:-$LEARN_DEFAULT_PACK} dir=${OUT:+$OUT/learn} rc
+    if [ -z "$pack" ]; then
+        echo "learn: SIMPPO_GPU_PACK is not set: name a motion pack (or motion files) inside the repo"
+        return 2
+    fi
+    dir=${dir:-$PWD/gpu_learn}
+    # shellcheck disable=SC2086  # the pack may be several motion files, the overrides several words
+    "$PY" benchmarks/learning.py $pack --device "$DEVICE" --num-envs "$LEARN_ENVS" \
+        --samples "${SIMPPO_GPU_LEARN_SAMPLES:-$LEARN_SAMPLES}" --max-train-s "${SIMPPO_GPU_LEARN_S:-$LEARN_S}" \
+        --out "$dir" ${SIMPPO_GPU_LEARN_RESUME:+--resume "$SIMPPO_GPU_LEARN_RESUME"} -- $LEARN_OVERRIDES
+    rc=$?
+    # a lent machine sends back at most 8 files: keep the newest checkpoint alone
+    ls -1t "$dir"/samples_*.ckpt 2>/dev/null | tail -n +2 | xargs -r rm -f
+    ls -l "$dir"
+    return $rc
+}
+
 if [ "$DRY" = 1 ]; then
+    export LEARN_ENVS=8 LEARN_SAMPLES=64,128 LEARN_S=600 LEARN_OVERRIDES="agent.num_steps=8"
+    export LEARN_DEFAULT_PACK="motions/squat.csv motions/walk.csv"
     export DEVICE=cpu NENVS_SMALL=4
     TRAIN_ARGS=(--num-envs 8 --iterations 1 --device cpu)
     GAE_ARGS=(--sizes 64x8 --repeats 2 --device cpu)
@@ -134,6 +160,7 @@ if [ "$DRY" = 1 ]; then
            tests/utils/test_resume_rng.py tests/envs/test_step_graph.py)
     PYTEST_MARK=()
 else
+    export LEARN_ENVS=8192 LEARN_SAMPLES=25e6,50e6,100e6,200e6 LEARN_S=360 LEARN_OVERRIDES="" LEARN_DEFAULT_PACK=""
     export DEVICE=cuda:0 NENVS_SMALL=64
     TRAIN_ARGS=(--num-envs 4096 8192 --iterations 2 --device cuda:0)
     GAE_ARGS=(--sizes 8192x32 --device cuda:0)
@@ -167,5 +194,6 @@ mjx_rows() {
 }
 export SIM_ARGS_STR="${SIM_ARGS[*]}"
 want mjx && stage mjx 300 mjx_rows
+want learn && stage learn $(( ${SIMPPO_GPU_LEARN_S:-$LEARN_S} + 240 )) learn_rows
 note "=== gpu_check: $([ "$STATUS" = 0 ] && echo PASS || echo "FAIL (first failing exit $STATUS)"); results in $RESULTS"
 exit "$STATUS"

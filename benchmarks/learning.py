@@ -2,7 +2,7 @@
 sample counts play every motion from t = 0 with ``simppo-eval``'s evaluator.
 
     python benchmarks/learning.py MOTIONS... [--samples 0.5e6,1e6,2e6,5e6] [--num-envs 256] [--seed 0]
-        [--out DIR] [-- HYDRA_OVERRIDES...]
+        [--out DIR] [--resume CKPT] [--max-train-s S] [-- HYDRA_OVERRIDES...]
 
 ``MOTIONS``: packs, motion files or YAML manifests (as ``simppo-pack`` takes them; not packs are packed into
 ``DIR/pack`` first), e.g. real clips you hold by path (never committed). Everything after ``--`` is passed to the
@@ -19,6 +19,8 @@ checkpoint at that point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays 
 config). The evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run
 stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues a run from one of them exactly
 (same command, larger ``--samples``; rows up to ``N`` are not repeated, samples/s counts the continued part).
+``--max-train-s S`` ends a run on a machine lent for a fixed time: after S seconds of training it writes a last
+row and checkpoint at the samples reached (marked ``"stopped"``), which ``--resume`` continues.
 """
 
 from __future__ import annotations
@@ -124,6 +126,9 @@ def main() -> None:
     p.add_argument("--eval-envs", type=int, default=16, help="motions played at a time")
     p.add_argument("--out", default=None, help="output folder (default: a new temporary folder)")
     p.add_argument("--resume", default=None, help="a samples_<N>.ckpt of this run to continue from")
+    p.add_argument("--max-train-s", type=float, default=None,
+                   help="stop once this many seconds of training have passed, with a last row and checkpoint at the "
+                        "samples reached (a machine lent for a fixed time)")
     args = p.parse_args(argv)
     milestones = sorted(int(float(s)) for s in args.samples.split(","))
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="simppo_learning_"))
@@ -147,15 +152,19 @@ def main() -> None:
     train_metrics: dict[str, float] = {}
     curve = out / "curve.jsonl"
     train_s, t_wall, first_step = 0.0, time.perf_counter(), runner.step_count
+    out_of_time = False
     for target in (m for m in milestones if m > first_step):
         update_sums, iterations = dict.fromkeys(UPDATE_KEYS, 0.0), 0
-        while runner.step_count < target:
+        while runner.step_count < target and not out_of_time:
             t0 = time.perf_counter()
             train_metrics = runner.train_iteration()
             train_s += time.perf_counter() - t0
             for k in UPDATE_KEYS:
                 update_sums[k] += float(train_metrics.get(k, float("nan")))
             iterations += 1
+            out_of_time = args.max_train_s is not None and train_s >= args.max_train_s
+        if out_of_time:  # the last row is where the time ran out, short of its sample count
+            target = runner.step_count
         t0 = time.perf_counter()
         s, results = evaluate(agent.model, eval_env)
         eval_s = time.perf_counter() - t0
@@ -183,6 +192,8 @@ def main() -> None:
                                     "failure": r.failure, "start_share": round(start_share[r.motion_id], 4),
                                     "assist": round(assist[r.motion_id], 4)}
                            for r in results}}
+        if out_of_time:
+            row["stopped"] = f"--max-train-s {args.max_train_s:g}"
         with curve.open("a") as f:
             f.write(json.dumps(row) + "\n")
         runner.save(f"samples_{target}.ckpt")
@@ -202,6 +213,11 @@ def main() -> None:
             print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "
                   f"global {m['mpjpe_global_mm']:6.1f} root-rel {m['mpjpe_local_mm']:6.1f} mm, "
                   f"{100 * m['start_share']:4.1f} % of the starts, assist {m['assist']:.2f}{fail}", flush=True)
+        if out_of_time:
+            ckpt = out / f"samples_{target}.ckpt"
+            print(f"stopped after {train_s:.0f} s of training (--max-train-s); --resume {ckpt} continues the run",
+                  flush=True)
+            break
     eval_env.close()
     env.close()
 

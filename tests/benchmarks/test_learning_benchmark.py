@@ -71,6 +71,17 @@ def test_resume_continues_the_run_exactly(tmp_path):
     assert parts[-1]["update"] == whole[-1]["update"]
 
 
+def test_a_time_limit_ends_the_run_with_a_row_where_it_stopped(tmp_path):
+    """``--max-train-s``: a run on a machine lent for a fixed time ends with a row and a checkpoint at the samples
+    it reached, short of its sample count, and ``--resume`` continues from there to the count."""
+    out = tmp_path / "run"
+    rows = bench(out, ["squat.csv"], "100000", "--max-train-s", "0")
+    assert len(rows) == 1 and rows[0]["samples"] == 64 and rows[0]["stopped"] == "--max-train-s 0"
+    assert [p.name for p in out.glob("samples_*.ckpt")] == ["samples_64.ckpt"]
+    rows = bench(out, ["squat.csv"], "64,128", "--resume", str(out / "samples_64.ckpt"))
+    assert [r["samples"] for r in rows] == [64, 128] and "stopped" not in rows[-1]
+
+
 def test_resume_refuses_a_different_config(tmp_path):
     """Continuing a run with other overrides would mix two configs in one curve: one line naming the run's
     config.yaml and the key, and nothing written."""
