@@ -29,6 +29,14 @@ def is_global_zero(fabric) -> bool:
     return bool(getattr(fabric, "is_global_zero", True))
 
 
+def close_process_group() -> None:
+    """Destroy the process group once every rank is done with its collectives (no-op without one): left to the
+    interpreter's exit, gloo's worker threads can outlive it and abort the process ("terminate called without an
+    active exception", exit status -6) after a run that finished."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def all_reduce_(t: torch.Tensor, op: str = "sum") -> torch.Tensor:
     """In-place all-reduce of ``t`` over every rank (``op``: ``sum``, ``mean`` or ``max``); returns ``t``.
     Identity without a process group."""

@@ -271,7 +271,7 @@ def is_lost_rank_error(exc: BaseException) -> bool:
 
 def run(cfg_node) -> None:
     from simppo.agent.checkpoint import CheckpointError
-    from simppo.agent.distributed import DistributedConfigError, broadcast_object
+    from simppo.agent.distributed import DistributedConfigError, broadcast_object, close_process_group
     from simppo.agent.exploration import ExplorationConfigError
     from simppo.agent.ppo import PPO
     from simppo.agent.runner import StopOnSignal, TrainingDivergedError
@@ -388,9 +388,11 @@ def run(cfg_node) -> None:
                 f"run_dir={run_dir}", flush=True)
             runner.train()
     except CheckpointError as exc:  # a failed checkpoint write: the same message on every rank
+        close_process_group()
         fail(str(exc), code=1)
     except TrainingDivergedError as exc:  # every rank sees the same reduced metrics and stops alike
         logger.finish()
+        close_process_group()
         fail(str(exc), code=1)
     except Exception as exc:
         if world == 1 or not is_lost_rank_error(exc):
@@ -402,6 +404,7 @@ def run(cfg_node) -> None:
         os._exit(1)  # a collective of a broken process group may block at interpreter exit
     logger.finish()
     env.close()
+    close_process_group()
     say(f"simppo-train: done at epoch {agent.epoch}; checkpoints in {run_dir}", flush=True)
 
 

@@ -30,7 +30,7 @@ import torch
 from simppo.agent import losses as L
 from simppo.agent.algorithm import PPOAlgorithm
 from simppo.agent.checkpoint import load_checkpoint
-from simppo.agent.distributed import DistributedConfigError
+from simppo.agent.distributed import DistributedConfigError, close_process_group
 from simppo.agent.ppo import PPO
 from simppo.envs.pendulum import PendulumEnv, PendulumEnvCfg
 from tests.helpers import assert_same_state as assert_same
@@ -176,6 +176,7 @@ def worker(out_dir: Path) -> None:
     runner.train()
     out["resumed"] = training_state(resumed)
     torch.save(out, out_dir / f"rank{rank}.pt")
+    close_process_group()
 
 
 @contextlib.contextmanager
@@ -292,3 +293,16 @@ def test_a_checkpoint_of_two_ranks_is_refused_by_one_process(ranks):
 
 if __name__ == "__main__":
     worker(Path(sys.argv[1]))
+
+
+def test_close_process_group_destroys_the_group_and_is_a_no_op_without_one(tmp_path):
+    close_process_group()  # no process group: nothing to do
+    torch.distributed.init_process_group("gloo", store=torch.distributed.FileStore(str(tmp_path / "store"), 1),
+                                         rank=0, world_size=1)
+    try:
+        assert torch.distributed.is_initialized()
+        close_process_group()
+        assert not torch.distributed.is_initialized()
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
