@@ -372,7 +372,7 @@ def run_backends(n: int, backends: list[str], device: str, iterations: int, opti
 def rank_samples_per_s(n: int, backend: str, device: str, iterations: int, devices: int) -> float:
     """Training samples/s of every rank together: ``devices`` DDP ranks (or one process), ``n`` envs each.
     Runs in a worker process; every rank times the same iterations between two collectives."""
-    from simppo.agent.distributed import all_reduce_, any_rank
+    from simppo.agent.distributed import all_reduce_, any_rank, close_process_group
 
     fabric = fabric_for(device, devices=devices, timeout_s=600)
     if devices > 1:
@@ -397,6 +397,7 @@ def rank_samples_per_s(n: int, backend: str, device: str, iterations: int, devic
     sync(device)
     elapsed = all_reduce_(torch.tensor([time.perf_counter() - t0], device=device), "max").item()  # the slowest
     env.close()
+    close_process_group()
     return devices * n * agent.num_steps * iterations / elapsed
 
 
