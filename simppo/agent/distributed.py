@@ -34,6 +34,7 @@ def close_process_group() -> None:
     interpreter's exit, gloo's worker threads can outlive it and abort the process ("terminate called without an
     active exception", exit status -6) after a run that finished."""
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()  # no rank tears the group down while another is still inside a collective of it
         dist.destroy_process_group()
 
 
