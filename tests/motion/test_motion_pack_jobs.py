@@ -23,6 +23,29 @@ def contents(pack) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(pack.iterdir())}
 
 
+REAL_PACK_SHARD = pack_mod.pack_shard
+
+
+def recording(calls: list[str], interrupt_at: int | None = None):
+    """A ``pack_shard`` that appends each shard's name to ``calls`` and raises ``KeyboardInterrupt`` (an interrupted
+    pack) on call number ``interrupt_at``."""
+    def pack_shard(path, *args):
+        calls.append(path.name)
+        if len(calls) == interrupt_at:
+            raise KeyboardInterrupt
+        return REAL_PACK_SHARD(path, *args)
+    return pack_shard
+
+
+def interrupt_at_the_third_shard(monkeypatch, inputs: list[str], out, opts: PackOptions, calls: list[str]) -> None:
+    """Pack ``inputs`` into ``out`` and interrupt it at its third shard (``calls``: the shards begun); from then on
+    ``pack_shard`` records without interrupting."""
+    monkeypatch.setattr(pack_mod, "pack_shard", recording(calls, interrupt_at=3))
+    with pytest.raises(KeyboardInterrupt):
+        pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
+    monkeypatch.setattr(pack_mod, "pack_shard", recording(calls))
+
+
 def test_worker_processes_write_the_same_pack(tmp_path):
     inputs = clips(tmp_path, 5)
     one = pack_motions(inputs, tmp_path / "one", robot=tiny_robot(), opts=PackOptions(max_motions_per_shard=2))
@@ -35,27 +58,11 @@ def test_worker_processes_write_the_same_pack(tmp_path):
 def test_resume_keeps_the_finished_shards_and_redoes_the_changed_ones(tmp_path, monkeypatch):
     inputs = clips(tmp_path, 5)
     out, opts = tmp_path / "out", PackOptions(max_motions_per_shard=2, resume=True)
-    real, calls = pack_mod.pack_shard, []
-
-    def interrupted_at_the_third(path, *args):
-        calls.append(path.name)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(path, *args)
-
-    monkeypatch.setattr(pack_mod, "pack_shard", interrupted_at_the_third)
-    with pytest.raises(KeyboardInterrupt):
-        pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
+    calls = []
+    interrupt_at_the_third_shard(monkeypatch, inputs, out, opts, calls)
     partial = partial_directory(out)
     assert not out.exists() and sorted(os.listdir(partial)) == ["progress.json", "shard_00000.sms", "shard_00001.sms"]
-    monkeypatch.setattr(pack_mod, "pack_shard", real)
     calls.clear()
-
-    def counting(path, *args):
-        calls.append(path.name)
-        return real(path, *args)
-
-    monkeypatch.setattr(pack_mod, "pack_shard", counting)
     write_csv(tmp_path / "c1.csv", tiny_clip(20, seed=9))  # the first shard's input changed meanwhile
     res = pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
     assert calls == ["shard_00000.sms", "shard_00002.sms"]  # the second shard was finished and is unchanged
@@ -63,12 +70,9 @@ def test_resume_keeps_the_finished_shards_and_redoes_the_changed_ones(tmp_path, 
     fresh = pack_motions(inputs, tmp_path / "fresh", robot=tiny_robot(), opts=PackOptions(max_motions_per_shard=2))
     assert contents(out) == contents(tmp_path / "fresh") and len(fresh.shards) == 3
     # a resumed folder from a larger input set: its extra shards do not enter the pack
-    monkeypatch.setattr(pack_mod, "pack_shard", interrupted_at_the_third)
     calls.clear()
-    with pytest.raises(KeyboardInterrupt):
-        pack_motions(inputs, tmp_path / "out2", robot=tiny_robot(), opts=PackOptions(max_motions_per_shard=1,
-                                                                                      resume=True))
-    monkeypatch.setattr(pack_mod, "pack_shard", real)
+    interrupt_at_the_third_shard(monkeypatch, inputs, tmp_path / "out2",
+                                 PackOptions(max_motions_per_shard=1, resume=True), calls)
     res = pack_motions(inputs[:1], tmp_path / "out2", robot=tiny_robot(),
                        opts=PackOptions(max_motions_per_shard=1, resume=True))
     assert sorted(os.listdir(tmp_path / "out2")) == ["index.json", "shard_00000.sms"] and res.num_motions == 1
@@ -77,25 +81,10 @@ def test_resume_keeps_the_finished_shards_and_redoes_the_changed_ones(tmp_path, 
 def test_resume_after_an_upgrade_of_the_packing_code_redoes_every_shard(tmp_path, monkeypatch):
     inputs = clips(tmp_path, 3)
     out, opts = tmp_path / "out", PackOptions(max_motions_per_shard=1, resume=True)
-    real, calls = pack_mod.pack_shard, []
-
-    def recorded(path, *args):
-        calls.append(path.name)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(path, *args)
-
-    monkeypatch.setattr(pack_mod, "pack_shard", recorded)
-    with pytest.raises(KeyboardInterrupt):
-        pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
+    calls = []
+    interrupt_at_the_third_shard(monkeypatch, inputs, out, opts, calls)
     assert calls == ["shard_00000.sms", "shard_00001.sms", "shard_00002.sms"]
     calls.clear()
-
-    def counting(path, *args):
-        calls.append(path.name)
-        return real(path, *args)
-
-    monkeypatch.setattr(pack_mod, "pack_shard", counting)
     # the same inputs and options, packed by another version of simppo's packing code
     monkeypatch.setattr(pack_mod, "packing_code_digest", lambda: "another simppo")
     res = pack_motions(inputs, out, robot=tiny_robot(), opts=opts)
