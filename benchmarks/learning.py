@@ -163,7 +163,8 @@ def main() -> None:
                 update_sums[k] += float(train_metrics.get(k, float("nan")))
             iterations += 1
             out_of_time = args.max_train_s is not None and train_s >= args.max_train_s
-        if out_of_time:  # the last row is where the time ran out, short of its sample count
+        stopped_short = out_of_time and runner.step_count < target
+        if stopped_short:  # the last row is where the time ran out, short of its sample count
             target = runner.step_count
         t0 = time.perf_counter()
         s, results = evaluate(agent.model, eval_env)
@@ -192,7 +193,7 @@ def main() -> None:
                                     "failure": r.failure, "start_share": round(start_share[r.motion_id], 4),
                                     "assist": round(assist[r.motion_id], 4)}
                            for r in results}}
-        if out_of_time:
+        if stopped_short:
             row["stopped"] = f"--max-train-s {args.max_train_s:g}"
         with curve.open("a") as f:
             f.write(json.dumps(row) + "\n")
