@@ -17,7 +17,7 @@
 #   8. learn     (not run by default: it needs a motion set) benchmarks/learning.py on SIMPPO_GPU_PACK (a pack or
 #                motion files inside the repo, e.g. a folder named in the device tool's carry) at 8192 envs, rows
 #                at SIMPPO_GPU_LEARN_SAMPLES (default 25e6,50e6,100e6,200e6), and a last row and checkpoint where
-#                SIMPPO_GPU_LEARN_S seconds of training end it (default 360); SIMPPO_GPU_LEARN_RESUME continues
+#                SIMPPO_GPU_LEARN_S (whole) seconds of training end it (default 360); SIMPPO_GPU_LEARN_RESUME continues
 #                a run from its checkpoint. curve.jsonl, config.yaml and the newest checkpoint in $OUT/learn.
 #                SIMPPO_GPU_STAGES="install learn" SIMPPO_GPU_PACK=.gpu/pack bash benchmarks/gpu_check.sh
 # Every figure goes to one results file: $OUT/gpu_results.txt when OUT is set, else ./gpu_results.txt.
@@ -194,6 +194,14 @@ mjx_rows() {
 }
 export SIM_ARGS_STR="${SIM_ARGS[*]}"
 want mjx && stage mjx 300 mjx_rows
-want learn && stage learn $(( ${SIMPPO_GPU_LEARN_S:-$LEARN_S} + 240 )) learn_rows
+if want learn; then
+    # the stage's time limit is shell arithmetic: a whole number of seconds
+    if [[ "${SIMPPO_GPU_LEARN_S:-$LEARN_S}" =~ ^[0-9]+$ ]]; then
+        stage learn $(( ${SIMPPO_GPU_LEARN_S:-$LEARN_S} + 240 )) learn_rows
+    else
+        note "=== learn: FAIL: SIMPPO_GPU_LEARN_S='${SIMPPO_GPU_LEARN_S:-$LEARN_S}' is not a whole number of seconds"
+        [ "$STATUS" = 0 ] && STATUS=2
+    fi
+fi
 note "=== gpu_check: $([ "$STATUS" = 0 ] && echo PASS || echo "FAIL (first failing exit $STATUS)"); results in $RESULTS"
 exit "$STATUS"
