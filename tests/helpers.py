@@ -13,7 +13,7 @@ def cpu_fabric() -> Fabric:
 def small_agent_cfg(**overrides) -> PPOAgentConfig:
     cfg = PPOAgentConfig(
         num_steps=32, num_mini_epochs=5, num_minibatches=4, gamma=0.95, tau=0.95, entropy_coef=0.0,
-        actor_lr=3e-3, critic_lr=3e-3, lr_schedule="adaptive", bounds_loss_coef=1.0,
+        actor_lr=3e-3, critic_lr=3e-3, lr_schedule="adaptive", lr_batch_scaling="none", bounds_loss_coef=1.0,
         actor=ActorCfg(units=[64, 64], init_log_std=-0.5), critic=MLPCfg(units=[64, 64]),
     )
     for k, v in overrides.items():

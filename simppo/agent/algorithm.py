@@ -8,6 +8,7 @@ all-reduced in each minibatch step, and the normalizer statistics are merged by 
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -30,6 +31,14 @@ from simppo.kernels.gae import bind_gae, compute_gae
 def clip_grad_norm(module: nn.Module, max_norm: float) -> torch.Tensor:
     """Clip in place; returns the pre-clip norm as a tensor (no non-finite check: that would sync)."""
     return torch.nn.utils.clip_grad_norm_(module.parameters(), max_norm, error_if_nonfinite=False, foreach=True)
+
+
+def batch_lr_factor(config: PPOAgentConfig, batch: int) -> float:
+    """The actor's learning-rate factor for ``batch`` samples per iteration over all ranks:
+    ``sqrt(batch / lr_reference_batch)`` with ``lr_batch_scaling=sqrt``, 1 with ``none``."""
+    if config.lr_batch_scaling == "none":
+        return 1.0
+    return math.sqrt(batch / config.lr_reference_batch)
 
 
 class PPOAlgorithm:
@@ -90,9 +99,11 @@ class PPOAlgorithm:
 
     def create_optimizers(self, model: PPOModel):
         """Fused Adam for actor and critic; learning rates are device tensors (no host sync). The actor's learnable
-        log-std is its own group at ``log_std_lr = actor_lr * log_std_lr_scale`` (× the rows' factor)."""
+        log-std is its own group at ``log_std_lr = actor_lr * log_std_lr_scale`` (× the rows' factor). The actor's rate
+        starts at ``config.actor_lr`` × :func:`batch_lr_factor` of the iteration's batch over all ranks."""
         c = self.config
-        self.actor_lr = torch.tensor(c.actor_lr, device=self.device)
+        batch = self.num_envs * self.num_steps * self.world_size
+        self.actor_lr = torch.tensor(c.actor_lr * batch_lr_factor(c, batch), device=self.device)
         self.critic_lr = torch.tensor(c.critic_lr, device=self.device)
         self.log_std_lr_scale = c.log_std_lr_scale
         self._row_lr_factor = torch.ones((), device=self.device)

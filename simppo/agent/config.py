@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from simppo.agent.precision import PRECISIONS as UPDATE_PRECISIONS
 
 LR_SCHEDULES = ("fixed", "adaptive", "adaptive_iteration")
+LR_BATCH_SCALINGS = ("none", "sqrt")
 
 
 @dataclass
@@ -61,6 +62,13 @@ class PPOAgentConfig:
     # 0.2-0.3, σ holds, and the real clips track as often with less error (docs/learning.md)
     actor_lr: float = 1e-4
     critic_lr: float = 1e-3
+    # actor_lr is the rate for a batch of lr_reference_batch samples per iteration (256 envs x 24 steps, where the
+    # defaults were tuned). sqrt: a run whose batch over all ranks (num_envs x num_steps x ranks) is B starts the
+    # actor at actor_lr x sqrt(B / lr_reference_batch) (Adam's square-root scaling rule). At 4096 envs the
+    # tuned rate moved the policy half as far per iteration (KL 0.006-0.009 against 0.013) and learned less per
+    # sample; x4 restored the KL and learned more (docs/learning.md). none: actor_lr as given.
+    lr_batch_scaling: str = "sqrt"
+    lr_reference_batch: int = 6144
     # fixed | adaptive | adaptive_iteration. adaptive (rsl_rl): the actor LR is ÷1.5 / ×1.5 after every minibatch
     # whose KL to the rollout policy is above 2x / below 0.5x desired_kl; at the tracking exploration noise it
     # drove the LR to min_lr within an iteration (the KL accumulates over the minibatch steps) and stalled
@@ -111,6 +119,11 @@ class PPOAgentConfig:
     def __post_init__(self) -> None:
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"agent.lr_schedule: unknown schedule {self.lr_schedule!r}; choose one of {LR_SCHEDULES}")
+        if self.lr_batch_scaling not in LR_BATCH_SCALINGS:
+            raise ValueError(f"agent.lr_batch_scaling: unknown rule {self.lr_batch_scaling!r}; choose one of "
+                             f"{LR_BATCH_SCALINGS}")
+        if not self.lr_reference_batch >= 1:
+            raise ValueError(f"agent.lr_reference_batch must be >= 1, got {self.lr_reference_batch}")
         if not self.symmetry_coef >= 0:
             raise ValueError(f"agent.symmetry_coef must be >= 0, got {self.symmetry_coef}")
         if not self.log_std_lr_scale > 0:

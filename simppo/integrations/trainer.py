@@ -112,6 +112,7 @@ class PPOTrainer:
         config.num_steps = num_steps
         config.num_minibatches = max(1, batch // min(minibatch_size, batch))
         config.actor_lr = config.critic_lr = learning_rate
+        config.lr_batch_scaling = "none"  # the caller's learning_rate, as given
         for source, names in ((loss_kwargs, LOSS_KEYS), (gae_kwargs, GAE_KEYS)):
             for key, value in source.items():
                 setattr(config, names[key], value)

@@ -84,3 +84,28 @@ def test_target_kl_stops_the_remaining_epochs_and_is_a_guard_by_default():
     assert _mini_epochs_run(lr_schedule="fixed", num_mini_epochs=5, target_kl=1e-12) == 1.0
     assert _mini_epochs_run(lr_schedule="fixed", num_mini_epochs=5, target_kl=None) == 5.0
     assert _mini_epochs_run(lr_schedule="fixed", num_mini_epochs=5, target_kl=0.15, actor_lr=1e-5) == 5.0
+
+
+def _start_lr(num_envs: int, **cfg) -> tuple[float, float, float]:
+    """The actor's, log-std's and critic's rates of a fresh pendulum agent of ``num_envs`` envs x 8 steps."""
+    agent = PPO(cpu_fabric(), PendulumEnv(PendulumEnvCfg(), num_envs=num_envs, seed=0),
+                small_agent_cfg(num_steps=8, lr_schedule="fixed", actor_lr=1e-4, critic_lr=1e-3, **cfg))
+    agent.setup()
+    groups = {g["name"]: float(g["lr"]) for g in agent.actor_optimizer.param_groups}
+    assert groups["actor"] == float(agent.actor_lr)
+    return groups["actor"], groups["log_std"], float(agent.critic_optimizer.param_groups[0]["lr"])
+
+
+def test_the_actor_lr_is_scaled_by_the_square_root_of_the_batch_over_the_reference_batch():
+    """``lr_batch_scaling=sqrt``: a batch 16x the reference starts the actor (and its log-std) at 4x ``actor_lr``, the
+    reference batch at ``actor_lr`` itself, a quarter of it at half; the critic keeps its rate; ``none`` keeps all."""
+    sqrt = {"lr_batch_scaling": "sqrt", "lr_reference_batch": 64}
+    assert _start_lr(8, **sqrt) == pytest.approx((1e-4, 1e-4, 1e-3))  # 8 envs x 8 steps: the reference
+    assert _start_lr(128, **sqrt) == pytest.approx((4e-4, 4e-4, 1e-3))
+    assert _start_lr(2, **sqrt) == pytest.approx((0.5e-4, 0.5e-4, 1e-3))
+    assert _start_lr(128, lr_batch_scaling="none") == pytest.approx((1e-4, 1e-4, 1e-3))
+    assert (PPOAgentConfig().lr_batch_scaling, PPOAgentConfig().lr_reference_batch) == ("sqrt", 256 * 24)
+    with pytest.raises(ValueError, match="lr_batch_scaling"):
+        PPOAgentConfig(lr_batch_scaling="linear")
+    with pytest.raises(ValueError, match="lr_reference_batch"):
+        PPOAgentConfig(lr_reference_batch=0)
