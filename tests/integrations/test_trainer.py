@@ -174,6 +174,7 @@ def test_on_humanoid_imitation_it_trains_exactly_what_simppo_train_trains():
     second = env()
     same = second.train_cfg.agent
     same.num_steps, same.num_minibatches, same.critic_lr = 8, 2, same.actor_lr
+    same.lr_batch_scaling = "none"  # the trainer takes its learning_rate as given
     torch.manual_seed(3)
     agent = PPO(cpu_fabric(), second, same)
     agent.setup()
