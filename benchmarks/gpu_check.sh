@@ -195,11 +195,11 @@ mjx_rows() {
 export SIM_ARGS_STR="${SIM_ARGS[*]}"
 want mjx && stage mjx 300 mjx_rows
 if want learn; then
-    # the stage's time limit is shell arithmetic: a whole number of seconds
-    if [[ "${SIMPPO_GPU_LEARN_S:-$LEARN_S}" =~ ^[0-9]+$ ]]; then
-        stage learn $(( ${SIMPPO_GPU_LEARN_S:-$LEARN_S} + 240 )) learn_rows
+    learn_s=${SIMPPO_GPU_LEARN_S:-$LEARN_S}  # the stage's time limit is shell arithmetic: whole seconds
+    if [[ "$learn_s" =~ ^[0-9]+$ ]]; then
+        stage learn $(( learn_s + 240 )) learn_rows
     else
-        note "=== learn: FAIL: SIMPPO_GPU_LEARN_S='${SIMPPO_GPU_LEARN_S:-$LEARN_S}' is not a whole number of seconds"
+        note "=== learn: FAIL: SIMPPO_GPU_LEARN_S='$learn_s' is not a whole number of seconds"
         [ "$STATUS" = 0 ] && STATUS=2
     fi
 fi
