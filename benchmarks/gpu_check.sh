@@ -139,7 +139,7 @@ learn_rows() {
     dir=${dir:-$PWD/gpu_learn}
     # shellcheck disable=SC2086  # the pack may be several motion files, the overrides several words
     "$PY" benchmarks/learning.py $pack --device "$DEVICE" --num-envs "$LEARN_ENVS" \
-        --samples "${SIMPPO_GPU_LEARN_SAMPLES:-$LEARN_SAMPLES}" --max-train-s "${SIMPPO_GPU_LEARN_S:-$LEARN_S}" \
+        --samples "${SIMPPO_GPU_LEARN_SAMPLES:-$LEARN_SAMPLES}" --max-train-s "$LEARN_S" \
         --out "$dir" ${SIMPPO_GPU_LEARN_RESUME:+--resume "$SIMPPO_GPU_LEARN_RESUME"} -- $LEARN_OVERRIDES
     rc=$?
     # a lent machine sends back at most 8 files: keep the newest checkpoint alone
@@ -169,6 +169,7 @@ else
     TESTS=(tests/gpu)
     PYTEST_MARK=(-m gpu)
 fi
+export LEARN_S=${SIMPPO_GPU_LEARN_S:-$LEARN_S}  # the learn stage's seconds: its limit and learning.py's --max-train-s
 
 note "simppo gpu_check $( [ "$DRY" = 1 ] && echo '--dry-run (CPU, small sizes)' ) $(date -u +%FT%TZ) \
 rev $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
@@ -195,11 +196,10 @@ mjx_rows() {
 export SIM_ARGS_STR="${SIM_ARGS[*]}"
 want mjx && stage mjx 300 mjx_rows
 if want learn; then
-    learn_s=${SIMPPO_GPU_LEARN_S:-$LEARN_S}  # the stage's time limit is shell arithmetic: whole seconds
-    if [[ "$learn_s" =~ ^[0-9]+$ ]]; then
-        stage learn $(( learn_s + 240 )) learn_rows
+    if [[ "$LEARN_S" =~ ^[0-9]+$ ]]; then  # the stage's time limit is shell arithmetic: whole seconds
+        stage learn $(( LEARN_S + 240 )) learn_rows
     else
-        note "=== learn: FAIL: SIMPPO_GPU_LEARN_S='$learn_s' is not a whole number of seconds"
+        note "=== learn: FAIL: SIMPPO_GPU_LEARN_S='$LEARN_S' is not a whole number of seconds"
         [ "$STATUS" = 0 ] && STATUS=2
     fi
 fi
