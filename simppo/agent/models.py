@@ -80,7 +80,9 @@ class Actor(nn.Module):
             return mean, log_std.expand_as(mean)
         if rows is None:
             raise ValueError("per-motion exploration: the actor needs each sample's motion row")
-        return mean, log_std[rows]
+        # a gather, not ``log_std[rows]``: indexing's backward accumulates the rows' gradients with parallel atomic
+        # adds on a CPU (run-to-run different sums), a gather's backward is a scatter-add, in order on a CPU
+        return mean, log_std.gather(0, rows.long()[:, None].expand(-1, log_std.shape[-1]))
 
     @torch.no_grad()
     def clamp_log_std_(self) -> None:

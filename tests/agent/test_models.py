@@ -55,3 +55,33 @@ def test_act_inference_exports():
     obs = torch.randn(4, 5) * 10
     exported = torch.export.export(_Policy(model), (obs,))
     torch.testing.assert_close(exported.module()(obs), model.act_inference(obs))
+
+
+def test_per_motion_log_std_gradient_is_the_same_every_time():
+    """Per-motion rows: each sample reads its motion's row, and the table's gradient is the same sum on every
+    backward (a threaded accumulation in arbitrary order would differ in the last bits from run to run, and the
+    same seed would not give the same parameters)."""
+    from simppo.agent.models import Actor
+
+    torch.manual_seed(0)
+    rows_count, actions, batch = 3, 29, 6144
+    actor = Actor(5, actions, ActorCfg(units=[8]), num_rows=rows_count)
+    with torch.no_grad():
+        actor.log_std.copy_(torch.randn(rows_count, actions))
+    obs, rows = torch.randn(batch, 5), torch.randint(0, rows_count, (batch,))
+    upstream = torch.randn(batch, actions)
+    _, log_std = actor(obs, rows)
+    assert torch.equal(log_std, actor.log_std.detach()[rows])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    try:
+        grads = []
+        for _ in range(20):
+            actor.zero_grad()
+            actor(obs, rows)[1].backward(upstream)
+            grads.append(actor.log_std.grad.clone())
+    finally:
+        torch.set_num_threads(threads)
+    expected = torch.zeros(rows_count, actions, dtype=torch.float64).index_add_(0, rows, upstream.double())
+    torch.testing.assert_close(grads[0].double(), expected, rtol=1e-5, atol=1e-4)  # float32 sums of ~2,000 terms
+    assert all(torch.equal(g, grads[0]) for g in grads[1:])
