@@ -176,9 +176,11 @@ def tracking_rewards(rs: dict, ref: dict, actions: torch.Tensor, prev_actions: t
                      undesired: torch.Tensor, self_contacts: torch.Tensor, tracked: list[int], feet: list[int],
                      anchor_id: int, qpos_start: int,
                      soft_lo: torch.Tensor, soft_hi: torch.Tensor, sigmas: dict[str, float],
-                     weights: dict[str, float]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+                     weights: dict[str, float], joint_limit_reference: bool = False,
+                     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """(unweighted terms ``[N]`` by reward-term name, weighted total ``[N]``), BeyondMimic style.
-    ``sigmas`` has the tracking terms' σ, ``weights`` every term's weight, by name."""
+    ``sigmas`` has the tracking terms' σ, ``weights`` every term's weight, by name; ``joint_limit_reference``: the
+    joint-limit band widened to take in the reference's joint angles."""
     actions, prev_actions, undesired = f64(actions), f64(prev_actions), f64(undesired)
     soft_lo, soft_hi = f64(soft_lo), f64(soft_hi)
     n, nj = actions.shape
@@ -212,6 +214,9 @@ def tracking_rewards(rs: dict, ref: dict, actions: torch.Tensor, prev_actions: t
     terms = {k: torch.exp(-e / sigmas[k] ** 2) for k, e in errors.items()}
     q = rs["qpos"][:, qpos_start:qpos_start + nj]
     terms["action_rate"] = ((actions - prev_actions) ** 2).sum(-1)
+    if joint_limit_reference:
+        ref_q = ref["dof_pos"][:, 0]
+        soft_lo, soft_hi = torch.minimum(soft_lo, ref_q), torch.maximum(soft_hi, ref_q)
     terms["joint_limit"] = ((q - soft_hi).clamp(min=0) + (soft_lo - q).clamp(min=0)).sum(-1)
     terms["undesired_contacts"] = undesired
     terms["self_collisions"] = f64(self_contacts)

@@ -302,6 +302,46 @@ def test_rewards_and_dones_match_reference(env, seed, monkeypatch):
     assert bool(env.terminated[ANCHOR_ORI])  # a fall is not widened
 
 
+def test_joint_limit_penalty_band_takes_in_the_reference(env):
+    """``env.joint_limit_reference``: a reference past the soft joint limits widens the penalty's band to its own
+    angle (following it costs nothing, going past it still does); off, the band is the soft limits alone."""
+    randomize(env, 0)
+    soft_lo, soft_hi = R.f64(_const(env, "soft_lo")), R.f64(_const(env, "soft_hi"))
+    wild = WILD[0]
+    q = R.f64(env.sim.qpos[wild, env.joint_qpos_start:env.joint_qpos_start + env.num_actions])
+    # the reference half-way from the soft limit to the robot's angle where the robot is past it, at the robot's
+    # angle on one joint, and inside the limits elsewhere
+    past_hi, past_lo = q > soft_hi, q < soft_lo
+    ref_q = 0.5 * (soft_lo + soft_hi)
+    ref_q = torch.where(past_hi, 0.5 * (soft_hi + q), torch.where(past_lo, 0.5 * (soft_lo + q), ref_q))
+    assert past_hi.any() and past_lo.any()
+    first = int(torch.nonzero(past_hi)[0])
+    ref_q[first] = q[first]
+    env.ref.dof_pos[wild, 0] = ref_q.float()
+    tracked, _ = _ids(env)
+    sigmas = {k: float(getattr(env.cfg.sigmas, k)) for k in TRACKING_NAMES}
+    weights = {k: float(getattr(env.cfg.rewards, k)) for k in REWARD_TERMS}
+    column = list(REWARD_TERMS).index("joint_limit")
+    penalties = {}
+    try:
+        for flag in (False, True):
+            env.params.joint_limit_ref = int(flag)
+            env._compute_rewards_and_dones()
+            by_name, _ = R.tracking_rewards(R.robot_state(env), R.ref_state(env), env.actions, env.prev_actions,
+                                            env.undesired_contacts, env.sim.self_contacts, tracked,
+                                            env.sim.robot.feet_body_ids.tolist(), env.anchor_id,
+                                            env.joint_qpos_start, soft_lo, soft_hi, sigmas, weights,
+                                            joint_limit_reference=flag)
+            _assert_close(env.reward_terms[:, column], by_name["joint_limit"], f"joint_limit, reference {flag}")
+            penalties[flag] = env.reward_terms[wild, column].double()
+    finally:
+        env.params.joint_limit_ref = int(env.cfg.joint_limit_reference)
+    beyond = ((q - soft_hi).clamp(min=0) + (soft_lo - q).clamp(min=0))
+    beyond[first] = 0.0
+    torch.testing.assert_close(penalties[True], 0.5 * beyond.sum(), rtol=1e-5, atol=1e-5)
+    assert penalties[True] < penalties[False]
+
+
 def test_reference_state_reset_partial_mask(env):
     randomize(env, 3)
     env._query_reference()  # undo the termination roles' edits of the reference bodies

@@ -234,6 +234,9 @@ class HumanoidImitationEnvCfg:
     action_reference_velocity: float = 0.0
     privileged_critic: bool = True  # the critic also sees reference and body velocities
     soft_joint_limit_factor: float = 0.9
+    # the joint-limit penalty's band [soft lo, soft hi] widened to take in the reference's own joint angle, so a
+    # reference that goes past the soft limits (a deep squat, a crouch) is not penalized for being followed
+    joint_limit_reference: bool = False
     kinematic_replay: bool = False  # write the reference into the simulator instead of stepping physics
     # replay the whole control step as one captured graph where the simulator is device launches only (MJWarp:
     # CUDA with Warp's memory pool, and the CPU); captured after the first step; other backends step eagerly

@@ -259,6 +259,7 @@ class HumanoidImitationEnv(VecEnv):
         lead = int(cfg.action_reference_lead)
         p.action_ref_frame = 1 + list(cfg.future_steps).index(lead) if lead in cfg.future_steps else 0
         p.action_ref_vel_weight = float(cfg.action_reference_velocity)
+        p.joint_limit_ref = int(bool(cfg.joint_limit_reference))
         ratio = servo_damping_over_stiffness(self.sim.mj_model, r.actuator_ids)
         if cfg.action_reference_velocity and not np.all(ratio > 0.0):  # a robot without servos runs without it
             j = int(np.argmin(ratio > 0.0))

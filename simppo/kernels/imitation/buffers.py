@@ -45,6 +45,7 @@ class ImitationParams:
     action_ref_weight: float  # share of the reference's joint angles in the action offset (0: default pose)
     action_ref_frame: int  # the ref frame fed forward (env.action_reference_lead control steps ahead)
     action_ref_vel_weight: float  # share of the reference's joint velocities fed forward into the damping
+    joint_limit_ref: int  # 1: the joint-limit penalty's band takes in the reference's joint angle
     anchor_height: float
     anchor_ori: float
     ee_height: float

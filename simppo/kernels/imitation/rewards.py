@@ -125,7 +125,13 @@ def joint_limit(sim: SimState, ref: RefState, p: ImitationParams, buf: Imitation
     s = float(0.0)
     for j in range(buf.actions.shape[1]):
         q = sim.qpos[env, p.joint_qpos_start + j]
-        s += wp.max(q - p.soft_joint_hi[j], 0.0) + wp.max(p.soft_joint_lo[j] - q, 0.0)
+        lo = float(p.soft_joint_lo[j])
+        hi = float(p.soft_joint_hi[j])
+        if p.joint_limit_ref != 0:  # the band takes in the reference's own angle: following it is not penalized
+            a = ref.dof_pos[env, 0, j]
+            lo = wp.min(lo, a)
+            hi = wp.max(hi, a)
+        s += wp.max(q - hi, 0.0) + wp.max(lo - q, 0.0)
     return s
 
 
