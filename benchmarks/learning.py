@@ -14,7 +14,8 @@ success rate (ProtoMotions' rule: no termination and a mean global body error un
 survival fraction of clip time, global and root-relative MPJPE (mean over motions, mm; root-relative also over the
 tracked motions alone), the anchor-aligned body error, per motion success / survival / MPJPE, the training
 samples/s of this machine (named in the first line), and PPO's own health since the last row (mean KL to the
-rollout policy, clip fraction, explained variance, the actor's learning rate, σ). ``DIR/samples_<N>.ckpt`` is the
+rollout policy, clip fraction, explained variance, the actor's learning rate, σ) and each motion's σ (its own row
+with ``agent.exploration=per_motion``). ``DIR/samples_<N>.ckpt`` is the
 checkpoint at that point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's
 config). The evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run
 stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues a run from one of them exactly
@@ -36,6 +37,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from simppo.agent.exploration import motion_rows
 from simppo.cli.train import build_training, compose_training
 from simppo.eval.loading import build_eval_env
 from simppo.eval.metrics import summarize
@@ -108,6 +110,15 @@ def train_overrides(overrides: list[str]) -> list[str]:
     return [*overrides, "logger=none", "progress_bar=false", "eval_every=0", "experiment_name=learning"]
 
 
+def motion_sigmas(agent) -> list[float]:
+    """σ (the mean over the joints) each motion id samples with: its row with per-motion exploration, else the
+    shared σ."""
+    sigma = agent.model.actor.effective_log_std().detach().exp().mean(-1).cpu()
+    if sigma.dim() == 0:
+        return [float(sigma)] * agent.motion_index.num_motions
+    return sigma[motion_rows(agent.motion_index)].tolist()
+
+
 def evaluate(model, eval_env) -> tuple[dict, list]:
     results = evaluate_policy(eval_env, model)
     return summarize(results), results
@@ -174,6 +185,7 @@ def main() -> None:
         # the root assist's share per motion (one for all with env.assist.fade=schedule; 0 without the assist)
         shares = env.assist_alpha.tolist() if env.assist is not None else [0.0]
         assist = [shares[min(i, len(shares) - 1)] for i in range(len(start_share))]
+        sigmas = motion_sigmas(agent)
         row = {"samples": runner.step_count, "iterations": runner.epoch,
                "train_samples_per_s": (runner.step_count - first_step) / train_s,
                "success_rate": s["success_rate"], "survival_fraction": s["survival_fraction"],
@@ -191,7 +203,8 @@ def main() -> None:
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
                                     "mpjpe_local_mm": round(r.mpjpe_local_mm, 1),
                                     "failure": r.failure, "start_share": round(start_share[r.motion_id], 4),
-                                    "assist": round(assist[r.motion_id], 4)}
+                                    "assist": round(assist[r.motion_id], 4),
+                                    "sigma": round(sigmas[r.motion_id], 4)}
                            for r in results}}
         if stopped_short:
             row["stopped"] = f"--max-train-s {args.max_train_s:g}"
@@ -213,7 +226,8 @@ def main() -> None:
             fail = f" failed at {m['failure']['time_s']:.2f} s ({m['failure']['cause']})" if m["failure"] else ""
             print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "
                   f"global {m['mpjpe_global_mm']:6.1f} root-rel {m['mpjpe_local_mm']:6.1f} mm, "
-                  f"{100 * m['start_share']:4.1f} % of the starts, assist {m['assist']:.2f}{fail}", flush=True)
+                  f"{100 * m['start_share']:4.1f} % of the starts, assist {m['assist']:.2f}, sigma {m['sigma']:.3f}"
+                  f"{fail}", flush=True)
         if out_of_time:
             ckpt = out / f"samples_{target}.ckpt"
             print(f"stopped after {train_s:.0f} s of training (--max-train-s); --resume {ckpt} continues the run",

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 from simppo.paths import MOTIONS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +51,7 @@ def test_curve_rows_and_checkpoints(tmp_path):
         assert min(m["start_share"] for m in r["motions"].values()) >= 0.25 - 1e-3  # the motion floor: >= 0.5 / 2
         u = r["update"]
         assert u["actor/kl"] >= 0 and 0 <= u["actor/clip_frac"] <= 1 and u["actor/lr"] > 0 and r["sigma_mean"] > 0
+        assert all(m["sigma"] == round(r["sigma_mean"], 4) for m in r["motions"].values())  # one shared σ
     assert {p.name for p in out.glob("samples_*.ckpt")} == {"samples_100.ckpt", "samples_300.ckpt"}
     played = subprocess.run([str(Path(sys.executable).parent / "simppo-eval"), f"checkpoint={out / 'samples_300.ckpt'}",
                              f"out={tmp_path / 'eval'}"], capture_output=True, text=True, timeout=600, env=ENV)
@@ -57,6 +60,18 @@ def test_curve_rows_and_checkpoints(tmp_path):
     for name, m in rows[-1]["motions"].items():
         assert evaluated[name]["success"] == m["success"]
         assert abs(evaluated[name]["mpjpe_global_mm"] - m["mpjpe_global_mm"]) < 0.1
+
+
+def test_each_motion_reports_its_own_sigma_row_with_per_motion_exploration(tmp_path):
+    out = tmp_path / "bench"
+    proc = run_bench(out, ["squat.csv", "walk.csv"], "300", overrides=("agent.exploration=per_motion",))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = curve(out)[-1]
+    log_std = torch.load(out / "samples_300.ckpt", weights_only=True)["model"]["actor.log_std"].double()
+    rows = log_std.exp().mean(-1).tolist()  # the pack holds squat then walk: rows 0 and 1
+    assert [row["motions"][name]["sigma"] for name in ("squat", "walk")] == [round(v, 4) for v in rows]
+    assert rows[0] != rows[1]
+    assert f"sigma {row['motions']['walk']['sigma']:.3f}" in proc.stdout
 
 
 def test_resume_continues_the_run_exactly(tmp_path):
