@@ -15,9 +15,9 @@ survival fraction of clip time, global and root-relative MPJPE (mean over motion
 tracked motions alone), the anchor-aligned body error, per motion success / survival / MPJPE, the training
 samples/s of this machine (named in the first line), and PPO's own health since the last row (mean KL to the
 rollout policy, clip fraction, explained variance, the actor's learning rate, σ) and each motion's σ (its own row
-with ``agent.exploration=per_motion``). ``DIR/samples_<N>.ckpt`` is the
-checkpoint at that point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's
-config). The evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run
+with ``agent.exploration=per_motion``). ``DIR/samples_<N>.ckpt`` is the checkpoint at that point (``simppo-eval
+checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's config).
+The evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run
 stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues a run from one of them exactly
 (same command, larger ``--samples``; rows up to ``N`` are not repeated, samples/s counts the continued part).
 ``--max-train-s S`` ends a run on a machine lent for a fixed time: after S seconds of training it writes a last
