@@ -12,10 +12,11 @@ training config as ``simppo-train`` overrides: that is how an ablation differs f
 At each sample count (the first iteration that reaches it) the run prints and appends to ``DIR/curve.jsonl``: the
 success rate (ProtoMotions' rule: no termination and a mean global body error under 0.5 m at every step), the
 survival fraction of clip time, global and root-relative MPJPE (mean over motions, mm; root-relative also over the
-tracked motions alone), the anchor-aligned body error, per motion success / survival / MPJPE, the training
-samples/s of this machine (named in the first line), and PPO's own health since the last row (mean KL to the
-rollout policy, clip fraction, explained variance, the actor's learning rate, σ) and each motion's σ (its own row
-with ``agent.exploration=per_motion``). ``DIR/samples_<N>.ckpt`` is the checkpoint at that point (``simppo-eval
+tracked motions alone), the anchor-aligned body error, per motion success / survival / MPJPE and its share of the
+starts (the sampler's, now) and of the training samples (since the last row), the training samples/s of this machine
+(named in the first line), and PPO's own health since the last row (mean KL to the rollout policy, clip fraction,
+explained variance, the actor's learning rate, σ) and each motion's σ (its own row with
+``agent.exploration=per_motion``). ``DIR/samples_<N>.ckpt`` is the checkpoint at that point (``simppo-eval
 checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's config).
 The evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run
 stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues a run from one of them exactly
@@ -119,6 +120,30 @@ def motion_sigmas(agent) -> list[float]:
     return sigma[motion_rows(agent.motion_index)].tolist()
 
 
+class MotionSampleCounter:
+    """Training samples each motion received: wraps ``env.step`` so that every control step adds one sample to the
+    motion id each env plays (``env.motion_ids [N]``, read before the step's resets draw new ones), as a device
+    ``index_add_`` (no host read in the rollout). The sampler's shares count starts; a clip whose episodes end
+    early gets fewer samples per start, which this measures."""
+
+    def __init__(self, env):
+        self.counts = torch.zeros(env.motion_lib.num_motions, dtype=torch.int64, device=env.device)
+        ones = torch.ones(env.num_envs, dtype=torch.int64, device=env.device)
+        ids, step = env.motion_ids, env.step
+
+        def counted_step(actions):
+            self.counts.index_add_(0, ids.long(), ones)
+            return step(actions)
+
+        env.step = counted_step
+
+    def take(self) -> list[int]:
+        """Samples of each motion id ``[num_motions]`` since the last call (one host read)."""
+        counts = self.counts.tolist()
+        self.counts.zero_()
+        return counts
+
+
 def evaluate(model, eval_env) -> tuple[dict, list]:
     results = evaluate_policy(eval_env, model)
     return summarize(results), results
@@ -158,6 +183,7 @@ def main() -> None:
     eval_env = build_eval_env(cfg, max(1, min(args.eval_envs, num_motions)), args.device)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # simppo-eval reads it
     runner = agent.loop(out, max_epochs=10 ** 9)
+    motion_samples = MotionSampleCounter(env)
     if args.resume:
         runner.resume(args.resume)  # weights, optimizers, normalizers, counters, random streams and the env
     train_metrics: dict[str, float] = {}
@@ -186,6 +212,8 @@ def main() -> None:
         shares = env.assist_alpha.tolist() if env.assist is not None else [0.0]
         assist = [shares[min(i, len(shares) - 1)] for i in range(len(start_share))]
         sigmas = motion_sigmas(agent)
+        samples = motion_samples.take()
+        sample_share = [n / max(sum(samples), 1) for n in samples]
         row = {"samples": runner.step_count, "iterations": runner.epoch,
                "train_samples_per_s": (runner.step_count - first_step) / train_s,
                "success_rate": s["success_rate"], "survival_fraction": s["survival_fraction"],
@@ -203,6 +231,8 @@ def main() -> None:
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
                                     "mpjpe_local_mm": round(r.mpjpe_local_mm, 1),
                                     "failure": r.failure, "start_share": round(start_share[r.motion_id], 4),
+                                    "train_samples": samples[r.motion_id],
+                                    "sample_share": round(sample_share[r.motion_id], 4),
                                     "assist": round(assist[r.motion_id], 4),
                                     "sigma": round(sigmas[r.motion_id], 4)}
                            for r in results}}
@@ -226,7 +256,8 @@ def main() -> None:
             fail = f" failed at {m['failure']['time_s']:.2f} s ({m['failure']['cause']})" if m["failure"] else ""
             print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "
                   f"global {m['mpjpe_global_mm']:6.1f} root-rel {m['mpjpe_local_mm']:6.1f} mm, "
-                  f"{100 * m['start_share']:4.1f} % of the starts, assist {m['assist']:.2f}, sigma {m['sigma']:.3f}"
+                  f"{100 * m['start_share']:4.1f} % of the starts, {100 * m['sample_share']:4.1f} % of the samples, "
+                  f"assist {m['assist']:.2f}, sigma {m['sigma']:.3f}"
                   f"{fail}", flush=True)
         if out_of_time:
             ckpt = out / f"samples_{target}.ckpt"

@@ -41,6 +41,8 @@ def test_curve_rows_and_checkpoints(tmp_path):
     rows = bench(out, ["squat.csv", "walk.csv"], "300,100")
     assert [r["iterations"] for r in rows] == [2, 5]  # 64 samples an iteration: first past 100, then past 300
     assert [r["samples"] for r in rows] == [128, 320]
+    # each row counts the samples each clip received since the row before, all of them
+    assert [sum(m["train_samples"] for m in r["motions"].values()) for r in rows] == [128, 192]
     for r in rows:
         assert set(r["motions"]) == {"squat", "walk"}
         assert 0.0 <= r["success_rate"] <= 1.0 and 0.0 < r["survival_fraction"] <= 1.0
@@ -48,6 +50,8 @@ def test_curve_rows_and_checkpoints(tmp_path):
         assert r["mpjpe_global_mm"] > 0 and r["mpjpe_local_mm"] > 0
         assert "agent.num_steps=8" in r["overrides"]
         assert abs(sum(m["start_share"] for m in r["motions"].values()) - 1.0) < 1e-3
+        assert abs(sum(m["sample_share"] for m in r["motions"].values()) - 1.0) < 1e-3
+        assert all(m["train_samples"] > 0 for m in r["motions"].values())
         assert min(m["start_share"] for m in r["motions"].values()) >= 0.25 - 1e-3  # the motion floor: >= 0.5 / 2
         u = r["update"]
         assert u["actor/kl"] >= 0 and 0 <= u["actor/clip_frac"] <= 1 and u["actor/lr"] > 0 and r["sigma_mean"] > 0
