@@ -1,11 +1,13 @@
 """``benchmarks/learning.py`` end to end at a tiny budget: one row per sample count, each after that many samples,
 with the evaluator's metrics per clip, and a checkpoint that simppo-eval plays to the same result."""
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -64,6 +66,31 @@ def test_curve_rows_and_checkpoints(tmp_path):
     for name, m in rows[-1]["motions"].items():
         assert evaluated[name]["success"] == m["success"]
         assert abs(evaluated[name]["mpjpe_global_mm"] - m["mpjpe_global_mm"]) < 0.1
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("learning_benchmark", ROOT / "benchmarks" / "learning.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_samples_count_for_the_motion_each_env_played_before_its_reset():
+    """A step's sample belongs to the motion the env played during it, not to the one its reset draws."""
+    env = SimpleNamespace(motion_lib=SimpleNamespace(num_motions=3), num_envs=4, device="cpu",
+                          motion_ids=torch.tensor([0, 0, 1, 2], dtype=torch.int32))
+    redraws = iter([torch.tensor([2, 0, 2, 2]), torch.tensor([2, 2, 2, 2])])
+
+    def step(actions):
+        env.motion_ids.copy_(next(redraws))  # the step's resets draw new motions in place
+        return actions
+
+    env.step = step
+    counter = load_benchmark().MotionSampleCounter(env)
+    env.step(None)
+    env.step(None)
+    assert counter.take() == [3, 1, 4]  # [0, 0, 1, 2] then [2, 0, 2, 2]
+    assert counter.take() == [0, 0, 0]
 
 
 def test_each_motion_reports_its_own_sigma_row_with_per_motion_exploration(tmp_path):
