@@ -10,19 +10,19 @@ training config as ``simppo-train`` overrides: that is how an ablation differs f
 ``-- env.action_reference=0`` (the default-pose action map).
 
 At each sample count (the first iteration that reaches it) the run prints and appends to ``DIR/curve.jsonl``: the
-success rate (ProtoMotions' rule: no termination and a mean global body error under 0.5 m at every step), the
-survival fraction of clip time, global and root-relative MPJPE (mean over motions, mm; root-relative also over the
-tracked motions alone), the anchor-aligned body error, per motion success / survival / MPJPE and its share of the
-starts (the sampler's, now) and of the training samples (since the last row), the training samples/s of this machine
-(named in the first line), and PPO's own health since the last row (mean KL to the rollout policy, clip fraction,
-explained variance, the actor's learning rate, σ) and each motion's σ (its own row with
-``agent.exploration=per_motion``). ``DIR/samples_<N>.ckpt`` is the checkpoint at that point (``simppo-eval
-checkpoint=DIR/samples_<N>.ckpt`` plays it; ``DIR/config.yaml`` is the run's config).
-The evaluation leaves the training's random stream untouched, so the curve of one run is the curve of a run
-stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues a run from one of them exactly
-(same command, larger ``--samples``; rows up to ``N`` are not repeated, samples/s counts the continued part).
-``--max-train-s S`` ends a run on a machine lent for a fixed time: after S seconds of training it writes a last
-row and checkpoint at the samples reached (marked ``"stopped"``), which ``--resume`` continues.
+success rate (ProtoMotions' rule: no termination and a mean global body error under 0.5 m at every step), the survival
+fraction of clip time, global and root-relative MPJPE (mean over motions, mm; root-relative also over the tracked
+motions alone), the anchor-aligned body error, per motion success / survival / MPJPE and its share of the starts (the
+sampler's, now) and of the training samples (since the last row), the training samples/s of this machine (named in the
+first line), and PPO's own health since the last row (mean KL to the rollout policy, clip fraction, explained
+variance, the actor's learning rate, σ) and each motion's σ (its own row with ``agent.exploration=per_motion``).
+``DIR/samples_<N>.ckpt`` is the checkpoint at that point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it;
+``DIR/config.yaml`` is the run's config). The evaluation leaves the training's random stream untouched, so the curve
+of one run is the curve of a run stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues
+a run from one of them exactly (same command, larger ``--samples``; rows up to ``N`` are not repeated, samples/s
+counts the continued part). ``--max-train-s S`` ends a run on a machine lent for a fixed time: after S seconds of
+training it writes a last row and checkpoint at the samples reached (marked ``"stopped"``), which ``--resume``
+continues.
 """
 
 from __future__ import annotations
@@ -213,7 +213,8 @@ def main() -> None:
         assist = [shares[min(i, len(shares) - 1)] for i in range(len(start_share))]
         sigmas = motion_sigmas(agent)
         samples = motion_samples.take()
-        sample_share = [n / max(sum(samples), 1) for n in samples]
+        total_samples = max(sum(samples), 1)
+        sample_share = [n / total_samples for n in samples]
         row = {"samples": runner.step_count, "iterations": runner.epoch,
                "train_samples_per_s": (runner.step_count - first_step) / train_s,
                "success_rate": s["success_rate"], "survival_fraction": s["survival_fraction"],
