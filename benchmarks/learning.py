@@ -15,7 +15,8 @@ fraction of clip time, global and root-relative MPJPE (mean over motions, mm; ro
 motions alone), the anchor-aligned body error, per motion success / survival / MPJPE and its share of the starts (the
 sampler's, now) and of the training samples (since the last row), the training samples/s of this machine (named in the
 first line), and PPO's own health since the last row (mean KL to the rollout policy, clip fraction, explained
-variance, the actor's learning rate, σ) and each motion's σ (its own row with ``agent.exploration=per_motion``).
+variance, the actor's learning rate, σ), each motion's σ (its own row with ``agent.exploration=per_motion``) and
+the reward σ of the terms that ``env.adaptive_sigma`` tightens.
 ``DIR/samples_<N>.ckpt`` is the checkpoint at that point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it;
 ``DIR/config.yaml`` is the run's config). The evaluation leaves the training's random stream untouched, so the curve
 of one run is the curve of a run stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues
@@ -43,6 +44,7 @@ from simppo.cli.train import build_training, compose_training
 from simppo.eval.loading import build_eval_env
 from simppo.eval.metrics import summarize
 from simppo.eval.periodic import evaluate_policy
+from simppo.kernels.imitation.spec import REWARD_NAMES
 from simppo.motion.pack import pack_motions
 
 
@@ -227,6 +229,8 @@ def main() -> None:
                "sigma_mean": float(agent.model.actor.effective_log_std().detach().exp().mean()),
                "termination_scale": float(env.termination_scale[0]),
                "reset_noise_scale": float(env.reset_noise_scale[0]) if env.reset_noise is not None else 0.0,
+               "reward_sigmas": {name: round(float(env.reward_sigmas[i]), 4) for i, name in enumerate(REWARD_NAMES)
+                                 if name in env.cfg.adaptive_sigma.terms},
                "eval_s": eval_s, "wall_s": time.perf_counter() - t_wall, "overrides": overrides,
                "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
@@ -252,7 +256,8 @@ def main() -> None:
         print(f"    update since the last row: KL {u['actor/kl']:.4f} clip fraction {u['actor/clip_frac']:.3f} "
               f"explained variance {u['explained_variance']:.3f} actor lr {u['actor/lr']:.2e}; sigma mean "
               f"{row['sigma_mean']:.3f}; termination thresholds x {row['termination_scale']:.3f}; reset noise x "
-              f"{row['reset_noise_scale']:.2f}", flush=True)
+              f"{row['reset_noise_scale']:.2f}"
+              + "".join(f"; reward sigma {k} {v:.3f}" for k, v in row["reward_sigmas"].items()), flush=True)
         for name, m in row["motions"].items():
             fail = f" failed at {m['failure']['time_s']:.2f} s ({m['failure']['cause']})" if m["failure"] else ""
             print(f"    {name:<24} {'ok  ' if m['success'] else 'FAIL'} {m['survival_s']:7.2f}/{m['length_s']:.2f} s "

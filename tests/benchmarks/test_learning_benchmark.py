@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import torch
 
+from simppo.kernels.imitation.spec import REWARD_NAMES
 from simppo.paths import MOTIONS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +59,7 @@ def test_curve_rows_and_checkpoints(tmp_path):
         u = r["update"]
         assert u["actor/kl"] >= 0 and 0 <= u["actor/clip_frac"] <= 1 and u["actor/lr"] > 0 and r["sigma_mean"] > 0
         assert all(m["sigma"] == round(r["sigma_mean"], 4) for m in r["motions"].values())  # one shared σ
+        assert r["reward_sigmas"] == {}  # env.adaptive_sigma off: every reward σ as configured
     assert {p.name for p in out.glob("samples_*.ckpt")} == {"samples_100.ckpt", "samples_300.ckpt"}
     played = subprocess.run([str(Path(sys.executable).parent / "simppo-eval"), f"checkpoint={out / 'samples_300.ckpt'}",
                              f"out={tmp_path / 'eval'}"], capture_output=True, text=True, timeout=600, env=ENV)
@@ -94,10 +96,17 @@ def test_samples_count_for_the_motion_each_env_played_before_its_reset():
 
 
 def test_each_motion_reports_its_own_sigma_row_with_per_motion_exploration(tmp_path):
+    """Also the reward σ of the terms that env.adaptive_sigma tightens, as the checkpoint's env holds it."""
     out = tmp_path / "bench"
-    proc = run_bench(out, ["squat.csv", "walk.csv"], "300", overrides=("agent.exploration=per_motion",))
+    proc = run_bench(out, ["squat.csv", "walk.csv"], "300",
+                     overrides=("agent.exploration=per_motion", "env.adaptive_sigma.terms=[body_pos]"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = curve(out)[-1]
+    saved = torch.load(out / "samples_300.ckpt", weights_only=True)["env"]["adaptive_sigma"]
+    assert set(row["reward_sigmas"]) == {"body_pos"}
+    assert 0.03 <= row["reward_sigmas"]["body_pos"] < 0.3  # tightened from the configured 0.3 m
+    assert f"reward sigma body_pos {row['reward_sigmas']['body_pos']:.3f}" in proc.stdout
+    assert row["reward_sigmas"]["body_pos"] == round(float(saved[0, REWARD_NAMES.index("body_pos")]), 4)
     log_std = torch.load(out / "samples_300.ckpt", weights_only=True)["model"]["actor.log_std"]
     # in the parameter's float32, as the benchmark reads it: a float64 mean can round the other way at 4 decimals
     rows = log_std.exp().mean(-1).tolist()  # the pack holds squat then walk: rows 0 and 1

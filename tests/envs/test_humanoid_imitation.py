@@ -260,6 +260,46 @@ def test_termination_curriculum_tightens_in_the_step_and_resumes(sim_cfg):
     assert not eval_env_cfg(cfg).terminations.curriculum.enabled
 
 
+def test_adaptive_sigma_tightens_only_its_terms_in_the_step_and_resumes(sim_cfg):
+    from simppo.envs.imitation.config import AdaptiveSigmaCfg
+    from simppo.kernels.imitation.spec import REWARD_NAMES
+
+    base = HumanoidImitationEnvCfg()
+    # a fast EMA: within a few steps σ² of the body-position term falls towards its squared errors (cm², far
+    # under the configured 0.3² m²)
+    cfg = replace(base, adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, min_scale=0.1))
+    env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    env.reset()
+    start = env.reward_sigmas.clone()
+    i = REWARD_NAMES.index("body_pos")
+    sigmas = []
+    for _ in range(5):  # the first step eager, the others replayed from the step graph where it can be captured
+        env.step(torch.zeros(4, env.num_actions))
+        sigmas.append(float(env.reward_sigmas[i]))
+    assert 0.03 <= sigmas[-1] < 0.5 * float(start[i])  # tightened, not under its floor
+    assert sigmas == sorted(sigmas, reverse=True)
+    others = [k for k in range(len(REWARD_NAMES)) if k != i]
+    torch.testing.assert_close(env.reward_sigmas[others], start[others], rtol=0, atol=0)
+    # the reward of the last step was computed with the σ of the step before it
+    raw, term = env.reward_raw[:, i], env.reward_terms[:, i]
+    torch.testing.assert_close(term, torch.exp(-raw / sigmas[-2] ** 2), rtol=1e-5, atol=1e-6)
+    assert float(env.metrics()["env/sigma_body_pos"]) == pytest.approx(sigmas[-1])
+    fresh = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    fresh.load_state_dict(env.state_dict())
+    torch.testing.assert_close(fresh.reward_sigmas, env.reward_sigmas, rtol=0, atol=0)
+    # off by default: the state keeps its layout, σ stays as configured
+    assert "adaptive_sigma" not in HumanoidImitationEnv(base, 2, "cpu", sim_cfg=sim_cfg).state_dict()
+
+
+def test_adaptive_sigma_config_names_what_is_wrong():
+    from simppo.envs.imitation.config import AdaptiveSigmaCfg
+
+    with pytest.raises(ValueError, match="action_rate"):
+        AdaptiveSigmaCfg(terms=["body_pos", "action_rate"])
+    with pytest.raises(ValueError, match="min_scale=0"):
+        AdaptiveSigmaCfg(terms=["body_pos"], min_scale=0.0)
+
+
 def test_sampler_split_by_rate_counts_every_env_step_and_resumes(sim_cfg):
     from simppo.envs.imitation.sampler import AdaptiveSamplingCfg
 

@@ -46,6 +46,26 @@ class TerminationCurriculumCfg:
         return self.start_scale > 1.0
 
 
+@dataclass
+class AdaptiveSigmaCfg:
+    """σ of the tracking terms in ``terms`` follows the running mean of each term's squared error over the envs
+    (σ² = its EMA, weight ``ema`` per control step) and never rises: it starts at ``env.sigmas.<term>`` and is held
+    at or above ``min_scale`` times that (PBHC's adaptive motion tracking; :mod:`simppo.kernels.imitation.
+    adaptive_sigma`). ``terms=[]``: off, every σ stays as configured."""
+
+    terms: list[str] = field(default_factory=list)
+    ema: float = 1.0e-3
+    min_scale: float = 0.1
+
+    def __post_init__(self) -> None:
+        tracking = [t.name for t in REWARD_TERMS if t.kind == TRACKING]
+        unknown = [t for t in self.terms if t not in tracking]
+        if unknown:
+            raise ValueError(f"env.adaptive_sigma.terms: {unknown} are not tracking terms (one of {tracking})")
+        if not (0.0 < self.ema <= 1.0 and 0.0 < self.min_scale <= 1.0):
+            raise ValueError(f"env.adaptive_sigma: ema={self.ema} and min_scale={self.min_scale} must be in (0, 1]")
+
+
 ASSIST_FADES = ("schedule", "survival", "success")
 
 
@@ -249,6 +269,7 @@ class HumanoidImitationEnvCfg:
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)  # group env/randomization: none|deploy
     rewards: RewardWeightsCfg = field(default_factory=RewardWeightsCfg)
     sigmas: RewardSigmasCfg = field(default_factory=RewardSigmasCfg)
+    adaptive_sigma: AdaptiveSigmaCfg = field(default_factory=AdaptiveSigmaCfg)  # σ that tightens with the errors
     terminations: TerminationCfg = field(default_factory=TerminationCfg)
     sampling: AdaptiveSamplingCfg = field(default_factory=AdaptiveSamplingCfg)
     assist: RootAssistCfg = field(default_factory=RootAssistCfg)  # a fading root harness for early training

@@ -29,6 +29,7 @@ from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.envs.imitation.symmetry import mirror_symmetry
 from simppo.kernels.imitation import spec
 from simppo.kernels.imitation.actions import apply_actions
+from simppo.kernels.imitation.adaptive_sigma import AdaptiveSigma, adapt_sigmas
 from simppo.kernels.imitation.assist import RootAssist, assist_root, fade_assist
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams
 from simppo.kernels.imitation.curriculum import TerminationCurriculum, update_termination_scale
@@ -138,6 +139,10 @@ class HumanoidImitationEnv(VecEnv):
         curriculum = cfg.terminations.curriculum
         self.termination_scale = torch.full((1,), curriculum.start_scale, **f32)
         self._termination_rate = torch.zeros(1, **f32)
+        # the tracking terms' σ the reward kernel reads, and (env.adaptive_sigma) the EMA of their squared errors
+        self.reward_sigmas = torch.tensor(spec.reward_sigmas(cfg.sigmas), **f32)
+        self._sigma_error_ema = self.reward_sigmas.square()
+        self._sigma_sums = torch.zeros(nterms + 1, **f32)
         # the root assist's share this step: one, or one per motion (fade=survival / success) with its
         # termination-rate EMA
         self._assist_per_motion = cfg.assist.per_motion
@@ -167,6 +172,7 @@ class HumanoidImitationEnv(VecEnv):
         self.params = self._build_params()
         self.buf = self._bind_buffers()
         self.curriculum = self._bind_curriculum() if curriculum.enabled else None
+        self.adaptive_sigma = self._bind_adaptive_sigma() if cfg.adaptive_sigma.terms else None
         self.assist = self._bind_assist() if cfg.assist.enabled and not cfg.kinematic_replay else None
         self.reset_noise = self._bind_reset_noise() if perturb else None
         self.ref_wp = self.motion_lib.warp_state(self.ref)
@@ -240,7 +246,7 @@ class HumanoidImitationEnv(VecEnv):
         p.soft_joint_lo, p.soft_joint_hi = f32(mid - half), f32(mid + half)
         p.tracked_ids, p.ee_ids = i32(r.tracked_body_ids), i32(r.end_effector_ids)
         p.feet_ids = i32(r.feet_body_ids)
-        p.weights, p.sigmas = f32(spec.reward_weights(cfg.rewards)), f32(spec.reward_sigmas(cfg.sigmas))
+        p.weights, p.sigmas = f32(spec.reward_weights(cfg.rewards)), warp_view(self.reward_sigmas)
         p.term_kind = i32([int(t.kind == spec.TRACKING) for t in spec.REWARD_TERMS])
         p.motion_lengths = warp_view(self.motion_lib.motion_lengths)
         layout = (self.num_actions, self.num_tracked, cfg.future_steps)
@@ -308,6 +314,16 @@ class HumanoidImitationEnv(VecEnv):
         c.lo, c.hi = 1.0, float(cfg.start_scale)
         return c
 
+    def _bind_adaptive_sigma(self) -> AdaptiveSigma:
+        cfg, names = self.cfg.adaptive_sigma, spec.REWARD_NAMES
+        a = AdaptiveSigma()
+        a.reward_raw, a.unstable, a.sigmas = self.buf.reward_raw, self.sim.state.unstable, self.params.sigmas
+        adapt = torch.tensor([int(name in cfg.terms) for name in names], dtype=torch.int32, device=self.device)
+        self._sigma_adapt, self._sigma_min = adapt, self.reward_sigmas * cfg.min_scale
+        a.adapt, a.sigma_min = warp_view(adapt), warp_view(self._sigma_min)
+        a.sums, a.error_ema, a.alpha = warp_view(self._sigma_sums), warp_view(self._sigma_error_ema), float(cfg.ema)
+        return a
+
     def _bind_assist(self) -> RootAssist:
         cfg = self.cfg.assist
         a = RootAssist()
@@ -372,6 +388,8 @@ class HumanoidImitationEnv(VecEnv):
 
     def _compute_rewards_and_dones(self) -> None:
         compute_rewards(self.sim.state, self.ref_wp, self.params, self.buf)
+        if self.adaptive_sigma is not None:
+            adapt_sigmas(self.adaptive_sigma)
         compute_terminations(self.sim.state, self.ref_wp, self.params, self.buf)
         if self.curriculum is not None:
             update_termination_scale(self.curriculum)
@@ -526,6 +544,9 @@ class HumanoidImitationEnv(VecEnv):
             out["env/assist"] = self.assist_alpha.mean()
         if self._ramp_reset_noise:
             out["env/reset_noise_scale"] = self.reset_noise_scale[0]
+        if self.adaptive_sigma is not None:
+            out.update({f"env/sigma_{name}": self.reward_sigmas[i] for i, name in enumerate(spec.REWARD_NAMES)
+                        if name in self.cfg.adaptive_sigma.terms})
         self._error_sum.zero_()
         self._error_count = 0
         return out
@@ -549,6 +570,8 @@ class HumanoidImitationEnv(VecEnv):
             **({"termination_curriculum": torch.cat([self.termination_scale, self._termination_rate])}
                if self.curriculum is not None else {}),
             **({"assist_alpha": self.assist_alpha.clone()} if self.assist is not None else {}),
+            **({"adaptive_sigma": torch.stack([self.reward_sigmas, self._sigma_error_ema])}
+               if self.adaptive_sigma is not None else {}),
             **({"reset_noise_rng": self.reset_noise_rng.clone()} if self.reset_noise is not None else {}),
             **({"reset_noise_scale": self.reset_noise_scale.clone()} if self._ramp_reset_noise else {}),
             **({"assist_rate": self.assist_rate.clone()} if self.assist is not None and self._assist_per_motion
@@ -577,6 +600,9 @@ class HumanoidImitationEnv(VecEnv):
             self.reset_noise_rng.copy_(state["reset_noise_rng"])
         if self._ramp_reset_noise:
             self.reset_noise_scale.copy_(state["reset_noise_scale"])
+        if self.adaptive_sigma is not None:
+            self.reward_sigmas.copy_(state["adaptive_sigma"][0])
+            self._sigma_error_ema.copy_(state["adaptive_sigma"][1])
         if self.curriculum is not None:
             self.termination_scale.copy_(state["termination_curriculum"][:1])
             self._termination_rate.copy_(state["termination_curriculum"][1:])

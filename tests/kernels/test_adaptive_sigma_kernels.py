@@ -1,0 +1,65 @@
+"""The adaptive σ kernels against NumPy (float64): the per-term EMA of the mean squared error over the stable envs,
+σ falling to its root and never rising, held at its floor, and the terms that do not adapt left alone."""
+
+import numpy as np
+import torch
+
+from simppo.kernels.imitation.adaptive_sigma import AdaptiveSigma, adapt_sigmas
+from simppo.utils.device import warp_view
+
+
+def _bind(raw: torch.Tensor, unstable: torch.Tensor, adapt: list[int], sigma0: list[float], floor: list[float],
+          alpha: float):
+    t = len(adapt)
+    state = {"sigmas": torch.tensor(sigma0), "ema": torch.tensor(sigma0).square(), "sums": torch.zeros(t + 1),
+             "adapt": torch.tensor(adapt, dtype=torch.int32), "floor": torch.tensor(floor)}
+    a = AdaptiveSigma()
+    a.reward_raw, a.unstable = warp_view(raw), warp_view(unstable)
+    a.adapt, a.sigma_min, a.sums = warp_view(state["adapt"]), warp_view(state["floor"]), warp_view(state["sums"])
+    a.error_ema, a.sigmas, a.alpha = warp_view(state["ema"]), warp_view(state["sigmas"]), alpha
+    return a, state
+
+
+def _reference(raws: np.ndarray, unstables: np.ndarray, adapt, sigma0, floor, alpha: float) -> np.ndarray:
+    """Per step the σ of every term, in float64."""
+    sigma, ema, out = np.array(sigma0, float), np.square(np.array(sigma0, float)), []
+    for raw, bad in zip(raws, unstables, strict=True):
+        stable = bad == 0
+        for i, on in enumerate(adapt):
+            if on and stable.any():
+                ema[i] += alpha * (raw[stable, i].mean() - ema[i])
+                sigma[i] = max(floor[i], np.sqrt(min(sigma[i] ** 2, ema[i])))
+        out.append(sigma.copy())
+    return np.array(out)
+
+
+def test_sigma_follows_the_error_ema_down_never_up_and_stops_at_its_floor():
+    n, steps, alpha = 64, 600, 0.02
+    adapt, sigma0, floor = [1, 1, 0, 1], [0.3, 0.4, 0.5, 1.0], [0.03, 0.04, 0.05, 0.5]
+    rng = np.random.default_rng(0)
+    # squared errors: term 0 falls from 0.09 to 0.0004 (σ 0.02 < its floor), term 1 falls then rises again,
+    # term 3 stays at 0.25 (σ 0.5: its floor); a few worlds unstable each step, their raw values garbage
+    scale = np.stack([np.geomspace(0.09, 4e-4, steps),
+                      np.concatenate([np.geomspace(0.16, 0.01, steps // 2), np.full(steps - steps // 2, 0.5)]),
+                      np.full(steps, 1.0), np.full(steps, 0.25)], axis=1)
+    raws = (scale[:, None, :] * rng.uniform(0.5, 1.5, (steps, n, 4))).astype(np.float32)
+    unstables = (rng.random((steps, n)) < 0.05).astype(np.int32)
+    raws[unstables == 1] = 1e6
+    unstables[10] = 1  # a step with no stable world moves nothing
+    raw, unstable = torch.zeros(n, 4), torch.zeros(n, dtype=torch.int32)
+    a, state = _bind(raw, unstable, adapt, sigma0, floor, alpha)
+    got = []
+    for r, u in zip(raws, unstables, strict=True):
+        raw.copy_(torch.from_numpy(r))
+        unstable.copy_(torch.from_numpy(u))
+        adapt_sigmas(a)
+        got.append(state["sigmas"].numpy().copy())
+        assert not state["sums"].any()  # restarted for the next step
+    got, want = np.array(got), _reference(raws, unstables, adapt, sigma0, floor, alpha)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    assert (np.diff(got, axis=0) <= 1e-7).all()  # never rises
+    assert got[-1, 0] == np.float32(0.03)  # held at its floor
+    assert got[-1, 1] < 0.15 and got[-1, 1] == got[steps // 2 + 50, 1]  # errors rose again: σ stays down
+    assert (got[:, 2] == np.float32(0.5)).all()  # a term that does not adapt
+    assert got[-1, 3] == np.float32(0.5)
+    np.testing.assert_array_equal(got[10], got[9])
