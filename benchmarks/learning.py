@@ -16,7 +16,8 @@ motions alone), the anchor-aligned body error, per motion success / survival / M
 sampler's, now) and of the training samples (since the last row), the training samples/s of this machine (named in the
 first line), and PPO's own health since the last row (mean KL to the rollout policy, clip fraction, explained
 variance, the actor's learning rate, σ), each motion's σ (its own row with ``agent.exploration=per_motion``) and
-the reward σ of the terms that ``env.adaptive_sigma`` tightens.
+the reward σ of the terms that ``env.adaptive_sigma`` tightens (the mean over the motions, and each motion's own with
+``env.adaptive_sigma.per_motion``).
 ``DIR/samples_<N>.ckpt`` is the checkpoint at that point (``simppo-eval checkpoint=DIR/samples_<N>.ckpt`` plays it;
 ``DIR/config.yaml`` is the run's config). The evaluation leaves the training's random stream untouched, so the curve
 of one run is the curve of a run stopped at any of its sample counts, and ``--resume DIR/samples_<N>.ckpt`` continues
@@ -229,8 +230,8 @@ def main() -> None:
                "sigma_mean": float(agent.model.actor.effective_log_std().detach().exp().mean()),
                "termination_scale": float(env.termination_scale[0]),
                "reset_noise_scale": float(env.reset_noise_scale[0]) if env.reset_noise is not None else 0.0,
-               "reward_sigmas": {name: round(float(env.reward_sigmas[i]), 4) for i, name in enumerate(REWARD_NAMES)
-                                 if name in env.cfg.adaptive_sigma.terms},
+               "reward_sigmas": {name: round(float(env.reward_sigmas[:, i].mean()), 4)
+                                 for i, name in enumerate(REWARD_NAMES) if name in env.cfg.adaptive_sigma.terms},
                "eval_s": eval_s, "wall_s": time.perf_counter() - t_wall, "overrides": overrides,
                "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
@@ -239,7 +240,11 @@ def main() -> None:
                                     "train_samples": samples[r.motion_id],
                                     "sample_share": round(sample_share[r.motion_id], 4),
                                     "assist": round(assist[r.motion_id], 4),
-                                    "sigma": round(sigmas[r.motion_id], 4)}
+                                    "sigma": round(sigmas[r.motion_id], 4),
+                                    **({"reward_sigmas": {name: round(float(env.reward_sigmas[r.motion_id, i]), 4)
+                                                          for i, name in enumerate(REWARD_NAMES)
+                                                          if name in env.cfg.adaptive_sigma.terms}}
+                                       if env.reward_sigmas.shape[0] > 1 else {})}
                            for r in results}}
         if stopped_short:
             row["stopped"] = f"--max-train-s {args.max_train_s:g}"

@@ -106,7 +106,7 @@ def test_each_motion_reports_its_own_sigma_row_with_per_motion_exploration(tmp_p
     assert set(row["reward_sigmas"]) == {"body_pos"}
     assert 0.03 <= row["reward_sigmas"]["body_pos"] < 0.3  # tightened from the configured 0.3 m
     assert f"reward sigma body_pos {row['reward_sigmas']['body_pos']:.3f}" in proc.stdout
-    assert row["reward_sigmas"]["body_pos"] == round(float(saved[0, REWARD_NAMES.index("body_pos")]), 4)
+    assert row["reward_sigmas"]["body_pos"] == round(float(saved[0, 0, REWARD_NAMES.index("body_pos")]), 4)
     log_std = torch.load(out / "samples_300.ckpt", weights_only=True)["model"]["actor.log_std"]
     # in the parameter's float32, as the benchmark reads it: a float64 mean can round the other way at 4 decimals
     rows = log_std.exp().mean(-1).tolist()  # the pack holds squat then walk: rows 0 and 1

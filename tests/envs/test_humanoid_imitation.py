@@ -275,11 +275,12 @@ def test_adaptive_sigma_tightens_only_its_terms_in_the_step_and_resumes(sim_cfg)
     sigmas = []
     for _ in range(5):  # the first step eager, the others replayed from the step graph where it can be captured
         env.step(torch.zeros(4, env.num_actions))
-        sigmas.append(float(env.reward_sigmas[i]))
-    assert 0.03 <= sigmas[-1] < 0.5 * float(start[i])  # tightened, not under its floor
+        sigmas.append(float(env.reward_sigmas[0, i]))
+    assert env.reward_sigmas.shape == (1, len(REWARD_NAMES))  # one row for every env
+    assert 0.03 <= sigmas[-1] < 0.5 * float(start[0, i])  # tightened, not under its floor
     assert sigmas == sorted(sigmas, reverse=True)
     others = [k for k in range(len(REWARD_NAMES)) if k != i]
-    torch.testing.assert_close(env.reward_sigmas[others], start[others], rtol=0, atol=0)
+    torch.testing.assert_close(env.reward_sigmas[:, others], start[:, others], rtol=0, atol=0)
     # the reward of the last step was computed with the σ of the step before it
     raw, term = env.reward_raw[:, i], env.reward_terms[:, i]
     torch.testing.assert_close(term, torch.exp(-raw / sigmas[-2] ** 2), rtol=1e-5, atol=1e-6)
@@ -289,6 +290,34 @@ def test_adaptive_sigma_tightens_only_its_terms_in_the_step_and_resumes(sim_cfg)
     torch.testing.assert_close(fresh.reward_sigmas, env.reward_sigmas, rtol=0, atol=0)
     # off by default: the state keeps its layout, σ stays as configured
     assert "adaptive_sigma" not in HumanoidImitationEnv(base, 2, "cpu", sim_cfg=sim_cfg).state_dict()
+
+
+def test_adaptive_sigma_per_motion_reads_and_tightens_each_envs_own_row(sim_cfg):
+    from simppo.envs.imitation.config import AdaptiveSigmaCfg
+    from simppo.kernels.imitation.spec import REWARD_NAMES
+
+    cfg = replace(HumanoidImitationEnvCfg(),
+                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, per_motion=True))
+    env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    m = env.motion_lib.num_motions
+    assert env.reward_sigmas.shape == (m, len(REWARD_NAMES))
+    i = REWARD_NAMES.index("body_pos")
+    # two motions played, by two envs each, from t = 0 with no resets before the last step
+    env.reset_to(torch.tensor([0, 0, 2, 2], dtype=torch.int32), torch.zeros(4))
+    for _ in range(4):
+        before = env.reward_sigmas.clone()
+        env.step(torch.zeros(4, env.num_actions))
+    played = torch.zeros(m, dtype=torch.bool)
+    played[[0, 2]] = True
+    assert (env.reward_sigmas[played, i] < 0.3).all() and (env.reward_sigmas[~played, i] == 0.3).all()
+    assert env.reward_sigmas[0, i] != env.reward_sigmas[2, i]  # each row from its own envs' errors
+    rows = before[env.motion_ids.long(), i]  # the reward of the last step read each env's own row
+    torch.testing.assert_close(env.reward_terms[:, i], torch.exp(-env.reward_raw[:, i] / rows ** 2),
+                               rtol=1e-5, atol=1e-6)
+    assert float(env.metrics()["env/sigma_body_pos"]) == pytest.approx(float(env.reward_sigmas[:, i].mean()))
+    fresh = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    fresh.load_state_dict(env.state_dict())
+    torch.testing.assert_close(fresh.reward_sigmas, env.reward_sigmas, rtol=0, atol=0)
 
 
 def test_adaptive_sigma_config_names_what_is_wrong():

@@ -1,5 +1,6 @@
 """The adaptive σ kernels against NumPy (float64): the per-term EMA of the mean squared error over the stable envs,
-σ falling to its root and never rising, held at its floor, and the terms that do not adapt left alone."""
+σ falling to its root and never rising, held at its floor, the terms that do not adapt left alone; with one row per
+motion, each row from its own envs' errors."""
 
 import numpy as np
 import torch
@@ -8,29 +9,52 @@ from simppo.kernels.imitation.adaptive_sigma import AdaptiveSigma, adapt_sigmas
 from simppo.utils.device import warp_view
 
 
-def _bind(raw: torch.Tensor, unstable: torch.Tensor, adapt: list[int], sigma0: list[float], floor: list[float],
-          alpha: float):
+def _bind(raw: torch.Tensor, unstable: torch.Tensor, motion_ids: torch.Tensor, adapt: list[int],
+          sigma0: list[list[float]], floor: list[float], alpha: float):
     t = len(adapt)
-    state = {"sigmas": torch.tensor(sigma0), "ema": torch.tensor(sigma0).square(), "sums": torch.zeros(t + 1),
+    rows = len(sigma0)
+    state = {"sigmas": torch.tensor(sigma0), "ema": torch.tensor(sigma0).square(), "sums": torch.zeros(rows, t + 1),
              "adapt": torch.tensor(adapt, dtype=torch.int32), "floor": torch.tensor(floor)}
     a = AdaptiveSigma()
-    a.reward_raw, a.unstable = warp_view(raw), warp_view(unstable)
+    a.reward_raw, a.unstable, a.motion_ids = warp_view(raw), warp_view(unstable), warp_view(motion_ids)
     a.adapt, a.sigma_min, a.sums = warp_view(state["adapt"]), warp_view(state["floor"]), warp_view(state["sums"])
     a.error_ema, a.sigmas, a.alpha = warp_view(state["ema"]), warp_view(state["sigmas"]), alpha
     return a, state
 
 
-def _reference(raws: np.ndarray, unstables: np.ndarray, adapt, sigma0, floor, alpha: float) -> np.ndarray:
-    """Per step the σ of every term, in float64."""
-    sigma, ema, out = np.array(sigma0, float), np.square(np.array(sigma0, float)), []
-    for raw, bad in zip(raws, unstables, strict=True):
-        stable = bad == 0
-        for i, on in enumerate(adapt):
-            if on and stable.any():
-                ema[i] += alpha * (raw[stable, i].mean() - ema[i])
-                sigma[i] = max(floor[i], np.sqrt(min(sigma[i] ** 2, ema[i])))
+def _reference(raws: np.ndarray, unstables: np.ndarray, motions: np.ndarray, adapt, sigma0, floor,
+               alpha: float) -> np.ndarray:
+    """Per step the σ ``[S, T]``, in float64 (``S = 1``: every env in row 0)."""
+    sigma = np.array(sigma0, float)
+    ema, out = np.square(sigma), []
+    rows = sigma.shape[0]
+    for raw, bad, motion in zip(raws, unstables, motions, strict=True):
+        row_of = motion if rows > 1 else np.zeros_like(motion)
+        for row in range(rows):
+            mine = (bad == 0) & (row_of == row)
+            for i, on in enumerate(adapt):
+                if on and mine.any():
+                    ema[row, i] += alpha * (raw[mine, i].mean() - ema[row, i])
+                    sigma[row, i] = max(floor[i], np.sqrt(min(sigma[row, i] ** 2, ema[row, i])))
         out.append(sigma.copy())
     return np.array(out)
+
+
+def _play(raws, unstables, motions, adapt, sigma0, floor, alpha):
+    """The kernels over the steps; σ ``[steps, S, T]``."""
+    n = raws.shape[1]
+    raw, unstable, motion_ids = torch.zeros(n, len(adapt)), torch.zeros(n, dtype=torch.int32), \
+        torch.zeros(n, dtype=torch.int32)
+    a, state = _bind(raw, unstable, motion_ids, adapt, sigma0, floor, alpha)
+    got = []
+    for r, u, m in zip(raws, unstables, motions, strict=True):
+        raw.copy_(torch.from_numpy(r))
+        unstable.copy_(torch.from_numpy(u))
+        motion_ids.copy_(torch.from_numpy(m))
+        adapt_sigmas(a)
+        got.append(state["sigmas"].numpy().copy())
+        assert not state["sums"].any()  # restarted for the next step
+    return np.array(got)
 
 
 def test_sigma_follows_the_error_ema_down_never_up_and_stops_at_its_floor():
@@ -46,20 +70,32 @@ def test_sigma_follows_the_error_ema_down_never_up_and_stops_at_its_floor():
     unstables = (rng.random((steps, n)) < 0.05).astype(np.int32)
     raws[unstables == 1] = 1e6
     unstables[10] = 1  # a step with no stable world moves nothing
-    raw, unstable = torch.zeros(n, 4), torch.zeros(n, dtype=torch.int32)
-    a, state = _bind(raw, unstable, adapt, sigma0, floor, alpha)
-    got = []
-    for r, u in zip(raws, unstables, strict=True):
-        raw.copy_(torch.from_numpy(r))
-        unstable.copy_(torch.from_numpy(u))
-        adapt_sigmas(a)
-        got.append(state["sigmas"].numpy().copy())
-        assert not state["sums"].any()  # restarted for the next step
-    got, want = np.array(got), _reference(raws, unstables, adapt, sigma0, floor, alpha)
+    motions = rng.integers(0, 3, (steps, n)).astype(np.int32)  # one row for all: the motion is not read
+    got = _play(raws, unstables, motions, adapt, [sigma0], floor, alpha)
+    want = _reference(raws, unstables, motions, adapt, [sigma0], floor, alpha)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    got = got[:, 0]
     assert (np.diff(got, axis=0) <= 1e-7).all()  # never rises
     assert got[-1, 0] == np.float32(0.03)  # held at its floor
     assert got[-1, 1] < 0.15 and got[-1, 1] == got[steps // 2 + 50, 1]  # errors rose again: σ stays down
     assert (got[:, 2] == np.float32(0.5)).all()  # a term that does not adapt
     assert got[-1, 3] == np.float32(0.5)
     np.testing.assert_array_equal(got[10], got[9])
+
+
+def test_per_motion_rows_adapt_each_from_their_own_envs():
+    n, steps, alpha = 48, 300, 0.05
+    adapt, sigma0, floor = [1, 0], [0.3, 0.4], [0.01, 0.04]
+    rng = np.random.default_rng(1)
+    # motion 0 tracked (errors 1e-3), motion 1 not (errors 0.5, above σ0²), motion 2 never played
+    motions = rng.integers(0, 2, (steps, n)).astype(np.int32)
+    raws = np.where(motions[..., None] == 0, 1e-3, 0.5) * rng.uniform(0.5, 1.5, (steps, n, 2))
+    raws = raws.astype(np.float32)
+    unstables = (rng.random((steps, n)) < 0.05).astype(np.int32)
+    got = _play(raws, unstables, motions, adapt, [sigma0] * 3, floor, alpha)
+    want = _reference(raws, unstables, motions, adapt, [sigma0] * 3, floor, alpha)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    assert got[-1, 0, 0] < 0.05  # the tracked motion sharpened
+    assert got[-1, 1, 0] == np.float32(0.3)  # the motion not yet tracked keeps its σ
+    assert (got[-1, 2] == np.float32(sigma0)).all()  # a motion nobody played: untouched
+    assert (got[:, :, 1] == np.float32(0.4)).all()  # a term that does not adapt

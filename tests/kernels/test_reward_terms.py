@@ -40,7 +40,7 @@ def test_a_toy_term_through_one_function_and_one_declaration():
     want_raw, want_reward, want_sums = env.reward_raw.clone(), env.reward.clone(), env.episode_sums.clone()
     p = _copy(env.params, ImitationParams)  # the env builds these vectors from the declarations the same way
     p.weights = wp.array([x.weight for x in terms], dtype=wp.float32)
-    p.sigmas = wp.array([x.sigma or 0.0 for x in terms], dtype=wp.float32)
+    p.sigmas = wp.array([[x.sigma or 0.0 for x in terms]], dtype=wp.float32)
     p.term_kind = wp.array([int(x.kind != PENALTY) for x in terms], dtype=wp.int32)
     raw, values, sums = torch.zeros(n, t), torch.zeros(n, t), torch.zeros(n, t + 1)
     sums[:, :t - 1], sums[:, t] = own_sums[:, :t - 1], own_sums[:, t - 1]

@@ -51,11 +51,14 @@ class AdaptiveSigmaCfg:
     """σ of the tracking terms in ``terms`` follows the running mean of each term's squared error over the envs
     (σ² = its EMA, weight ``ema`` per control step) and never rises: it starts at ``env.sigmas.<term>`` and is held
     at or above ``min_scale`` times that (PBHC's adaptive motion tracking; :mod:`simppo.kernels.imitation.
-    adaptive_sigma`). ``terms=[]``: off, every σ stays as configured."""
+    adaptive_sigma`). ``per_motion``: each motion has its own σ from its own envs' errors (PBHC tracks one clip
+    at a time; in a set, a clip not yet tracked keeps a wide σ while the tracked ones sharpen). ``terms=[]``: off,
+    every σ stays as configured."""
 
     terms: list[str] = field(default_factory=list)
     ema: float = 1.0e-3
     min_scale: float = 0.1
+    per_motion: bool = False
 
     def __post_init__(self) -> None:
         tracking = [t.name for t in REWARD_TERMS if t.kind == TRACKING]

@@ -139,10 +139,12 @@ class HumanoidImitationEnv(VecEnv):
         curriculum = cfg.terminations.curriculum
         self.termination_scale = torch.full((1,), curriculum.start_scale, **f32)
         self._termination_rate = torch.zeros(1, **f32)
-        # the tracking terms' σ the reward kernel reads, and (env.adaptive_sigma) the EMA of their squared errors
-        self.reward_sigmas = torch.tensor(spec.reward_sigmas(cfg.sigmas), **f32)
+        # the tracking terms' σ the reward kernel reads [S, T] (S: 1, or one row per motion), and (env.adaptive_sigma)
+        # the EMA of their squared errors
+        sigma_rows = self.motion_lib.num_motions if cfg.adaptive_sigma.terms and cfg.adaptive_sigma.per_motion else 1
+        self.reward_sigmas = torch.tensor(spec.reward_sigmas(cfg.sigmas), **f32).repeat(sigma_rows, 1)
         self._sigma_error_ema = self.reward_sigmas.square()
-        self._sigma_sums = torch.zeros(nterms + 1, **f32)
+        self._sigma_sums = torch.zeros(sigma_rows, nterms + 1, **f32)
         # the root assist's share this step: one, or one per motion (fade=survival / success) with its
         # termination-rate EMA
         self._assist_per_motion = cfg.assist.per_motion
@@ -318,8 +320,9 @@ class HumanoidImitationEnv(VecEnv):
         cfg, names = self.cfg.adaptive_sigma, spec.REWARD_NAMES
         a = AdaptiveSigma()
         a.reward_raw, a.unstable, a.sigmas = self.buf.reward_raw, self.sim.state.unstable, self.params.sigmas
+        a.motion_ids = self.buf.motion_ids
         adapt = torch.tensor([int(name in cfg.terms) for name in names], dtype=torch.int32, device=self.device)
-        self._sigma_adapt, self._sigma_min = adapt, self.reward_sigmas * cfg.min_scale
+        self._sigma_adapt, self._sigma_min = adapt, self.reward_sigmas[0] * cfg.min_scale
         a.adapt, a.sigma_min = warp_view(adapt), warp_view(self._sigma_min)
         a.sums, a.error_ema, a.alpha = warp_view(self._sigma_sums), warp_view(self._sigma_error_ema), float(cfg.ema)
         return a
@@ -545,8 +548,8 @@ class HumanoidImitationEnv(VecEnv):
         if self._ramp_reset_noise:
             out["env/reset_noise_scale"] = self.reset_noise_scale[0]
         if self.adaptive_sigma is not None:
-            out.update({f"env/sigma_{name}": self.reward_sigmas[i] for i, name in enumerate(spec.REWARD_NAMES)
-                        if name in self.cfg.adaptive_sigma.terms})
+            out.update({f"env/sigma_{name}": self.reward_sigmas[:, i].mean() for i, name in enumerate(spec.REWARD_NAMES)
+                        if name in self.cfg.adaptive_sigma.terms})  # per motion: the mean over the motions
         self._error_sum.zero_()
         self._error_count = 0
         return out
@@ -600,9 +603,10 @@ class HumanoidImitationEnv(VecEnv):
             self.reset_noise_rng.copy_(state["reset_noise_rng"])
         if self._ramp_reset_noise:
             self.reset_noise_scale.copy_(state["reset_noise_scale"])
-        if self.adaptive_sigma is not None:
-            self.reward_sigmas.copy_(state["adaptive_sigma"][0])
-            self._sigma_error_ema.copy_(state["adaptive_sigma"][1])
+        if self.adaptive_sigma is not None:  # per motion: appended motions start at the configured σ
+            saved = state["adaptive_sigma"]
+            self.reward_sigmas[:saved.shape[1]].copy_(saved[0])
+            self._sigma_error_ema[:saved.shape[1]].copy_(saved[1])
         if self.curriculum is not None:
             self.termination_scale.copy_(state["termination_curriculum"][:1])
             self._termination_rate.copy_(state["termination_curriculum"][1:])

@@ -8,7 +8,9 @@ where the errors are. σ starts at the configured value (the EMA starts at σ²)
 ``sigma_min``.
 
 Each control step the squared errors of the stable envs are summed per term, the mean is folded into an EMA, and
-σ = max(sigma_min, sqrt(min(σ², EMA))). Device state only: no host read, capturable in the env's step graph.
+σ = max(sigma_min, sqrt(min(σ², EMA))). One row of σ for every env, or one per motion (``env.adaptive_sigma.
+per_motion``: each clip its own σ from its own envs' errors, so a clip the policy does not track yet keeps a wide
+σ while the tracked ones sharpen). Device state only: no host read, capturable in the env's step graph.
 
 Entry point: :func:`adapt_sigmas` (after the rewards of the step, so the next step's rewards use the new σ).
 """
@@ -19,59 +21,66 @@ import warp as wp
 @wp.struct
 class AdaptiveSigma:
     """``reward_raw [N, T]`` (in: each term's raw value, the squared error for tracking terms), ``unstable [N]``
-    (int32, in: 1 = the world is skipped); ``adapt [T]`` (int32: 1 = the term's σ adapts), ``sigma_min [T]`` (the
-    floor); ``sums [T + 1]`` (float32 scratch: the step's sums, the last entry the count of stable envs),
-    ``error_ema [T]`` (state: EMA of the mean squared error), ``sigmas [T]`` (state, read-modify-write: the σ the
-    reward kernel reads); ``alpha`` the EMA's weight of one control step."""
+    (int32, in: 1 = the world is skipped), ``motion_ids [N]`` (in: the motion each env played, its row with
+    ``S = M`` rows); ``adapt [T]`` (int32: 1 = the term's σ adapts), ``sigma_min [T]`` (the floor); ``sums [S, T +
+    1]`` (float32 scratch: the step's sums per row, the last column the count of stable envs), ``error_ema [S, T]``
+    (state: EMA of the mean squared error), ``sigmas [S, T]`` (state, read-modify-write: the σ the reward kernel
+    reads; ``S = 1``: one row for all); ``alpha`` the EMA's weight of one control step."""
 
     reward_raw: wp.array2d(dtype=wp.float32)
     unstable: wp.array(dtype=wp.int32)
+    motion_ids: wp.array(dtype=wp.int32)
     adapt: wp.array(dtype=wp.int32)
     sigma_min: wp.array(dtype=wp.float32)
-    sums: wp.array(dtype=wp.float32)
-    error_ema: wp.array(dtype=wp.float32)
-    sigmas: wp.array(dtype=wp.float32)
+    sums: wp.array2d(dtype=wp.float32)
+    error_ema: wp.array2d(dtype=wp.float32)
+    sigmas: wp.array2d(dtype=wp.float32)
     alpha: float
 
 
 @wp.kernel
 def _sum_errors(a: AdaptiveSigma):
-    """Launch dim ``N``: every stable env adds its adapting terms' squared errors, and one to the count.
+    """Launch dim ``N``: every stable env adds its adapting terms' squared errors to its row, and one to the row's
+    count.
 
-    # Data in: a.reward_raw, a.unstable, a.adapt
+    # Data in: a.reward_raw, a.unstable, a.motion_ids, a.adapt
     # Data out: a.sums (accumulated)
     """
     env = wp.tid()
     if a.unstable[env] != 0:
         return
+    row = int(0)
+    if a.sigmas.shape[0] > 1:
+        row = a.motion_ids[env]
     for i in range(a.adapt.shape[0]):
         if a.adapt[i] != 0:
-            wp.atomic_add(a.sums, i, a.reward_raw[env, i])
-    wp.atomic_add(a.sums, a.adapt.shape[0], 1.0)
+            wp.atomic_add(a.sums, row, i, a.reward_raw[env, i])
+    wp.atomic_add(a.sums, row, a.adapt.shape[0], 1.0)
 
 
 @wp.kernel
 def _update_sigmas(a: AdaptiveSigma):
-    """Launch dim ``1``: each adapting term's EMA takes the step's mean squared error and its σ falls to the
-    EMA's root where that is lower (held at ``sigma_min``); the sums restart. A step with no stable env moves
-    nothing.
+    """Launch dim ``S``: in each row, each adapting term's EMA takes the step's mean squared error and its σ falls
+    to the EMA's root where that is lower (held at ``sigma_min``); the row's sums restart. A row with no stable env
+    this step (a motion nobody played) moves nothing.
 
     # Data in: a.sums, a.adapt, a.sigma_min
     # Data out: a.error_ema, a.sigmas (read-modify-write), a.sums (zeroed)
     """
+    row = wp.tid()
     nt = a.adapt.shape[0]
-    count = a.sums[nt]
+    count = a.sums[row, nt]
     for i in range(nt):
         if a.adapt[i] != 0 and count > 0.0:
-            ema = a.error_ema[i] + a.alpha * (a.sums[i] / count - a.error_ema[i])
-            a.error_ema[i] = ema
-            s = a.sigmas[i]
-            a.sigmas[i] = wp.max(a.sigma_min[i], wp.sqrt(wp.min(s * s, ema)))
-        a.sums[i] = 0.0
-    a.sums[nt] = 0.0
+            ema = a.error_ema[row, i] + a.alpha * (a.sums[row, i] / count - a.error_ema[row, i])
+            a.error_ema[row, i] = ema
+            s = a.sigmas[row, i]
+            a.sigmas[row, i] = wp.max(a.sigma_min[i], wp.sqrt(wp.min(s * s, ema)))
+        a.sums[row, i] = 0.0
+    a.sums[row, nt] = 0.0
 
 
 def adapt_sigmas(a: AdaptiveSigma) -> None:
     """One control step: ``a.error_ema`` and ``a.sigmas`` from this step's ``a.reward_raw``."""
     wp.launch(_sum_errors, dim=a.reward_raw.shape[0], inputs=[a], device=a.sigmas.device)
-    wp.launch(_update_sigmas, dim=1, inputs=[a], device=a.sigmas.device)
+    wp.launch(_update_sigmas, dim=a.sigmas.shape[0], inputs=[a], device=a.sigmas.device)

@@ -13,7 +13,8 @@ class ImitationParams:
     """Constants. Per joint ``[A]``: ``default_joint_pos`` (nominal), ``action_scale``,
     ``damping_over_stiffness`` (the servo's kd / kp), ``soft_joint_lo/hi``;
     ``tracked_ids [Nt]`` / ``ee_ids [E]`` / ``feet_ids [Ft]`` MuJoCo body ids; per reward term ``[T]`` (spec order):
-    ``weights``, ``sigmas``, ``term_kind`` (1 = tracking exp(-err/σ²), 0 = penalty);
+    ``weights``, ``term_kind`` (1 = tracking exp(-err/σ²), 0 = penalty), ``sigmas [S, T]`` (one row for all
+    envs, or one per motion: ``S = M``, read at the env's motion);
     ``motion_lengths [M]`` seconds. Observation layout (``spec.obs_columns``): ``obs_col [K]`` start column
     of each once-per-row term of ``spec.ONCE_TERM_NAMES`` and ``future_col [F, KF]`` of each future term of
     ``spec.FUTURE_TERM_NAMES`` per future frame (-1: not in the row); ``obs_noise [actor_dim]`` the noise
@@ -29,7 +30,7 @@ class ImitationParams:
     ee_ids: wp.array(dtype=wp.int32)
     feet_ids: wp.array(dtype=wp.int32)
     weights: wp.array(dtype=wp.float32)
-    sigmas: wp.array(dtype=wp.float32)
+    sigmas: wp.array2d(dtype=wp.float32)
     term_kind: wp.array(dtype=wp.int32)
     motion_lengths: wp.array(dtype=wp.float32)
     obs_col: wp.array(dtype=wp.int32)

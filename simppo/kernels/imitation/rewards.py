@@ -191,8 +191,8 @@ def reward_kernel(terms=REWARD_TERMS, functions: dict | None = None):
         its sums unchanged (no NaN leaks).
 
         # Data in: sim.xpos, sim.xquat, sim.body_lin_vel_w, sim.body_ang_vel_w, sim.qpos, sim.penalized_contacts,
-        #   sim.self_contacts, sim.unstable; ref (slot 0); buf.actions, buf.prev_actions; p (tracked and feet ids,
-        #   soft joint limits, weights, sigmas, term kinds)
+        #   sim.self_contacts, sim.unstable; ref (slot 0); buf.actions, buf.prev_actions, buf.motion_ids (the row
+        #   of per-motion σ); p (tracked and feet ids, soft joint limits, weights, sigmas, term kinds)
         # Data out: buf.reward_raw, buf.reward_terms [N, T], buf.reward [N], buf.episode_sums [N, T + 1] (added
         #   to; last column: total), buf.errors [N, E]
         """
@@ -209,10 +209,13 @@ def reward_kernel(terms=REWARD_TERMS, functions: dict | None = None):
         for i in range(wp.static(len(raw_values))):
             buf.reward_raw[env, i] = wp.static(raw_values[i])(sim, ref, p, buf, env)
         total = float(0.0)
+        row = int(0)  # σ: one row for all envs, or one per motion (env.adaptive_sigma.per_motion)
+        if p.sigmas.shape[0] > 1:
+            row = buf.motion_ids[env]
         for i in range(wp.static(len(raw_values))):
             term = buf.reward_raw[env, i]
             if p.term_kind[i] != 0:
-                s = p.sigmas[i]
+                s = p.sigmas[row, i]
                 term = wp.exp(-term / (s * s))
             buf.reward_terms[env, i] = term
             total += p.weights[i] * term
