@@ -52,7 +52,7 @@ class AdaptiveSigmaCfg:
     (σ² = its EMA, weight ``ema`` per control step) and never rises: it starts at ``env.sigmas.<term>`` and is held
     at or above ``min_scale`` times that (PBHC's adaptive motion tracking; :mod:`simppo.kernels.imitation.
     adaptive_sigma`). ``per_motion``: each motion has its own σ from its own envs' errors (PBHC tracks one clip
-    at a time; in a set, a clip not yet tracked keeps a wide σ while the tracked ones sharpen). ``terms=[]``: off,
+    at a time; in a set, a clip not yet tracked keeps a wider σ than the tracked ones). ``terms=[]``: off,
     every σ stays as configured."""
 
     terms: list[str] = field(default_factory=list)

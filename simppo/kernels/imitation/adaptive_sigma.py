@@ -9,7 +9,7 @@ where the errors are. σ starts at the configured value (the EMA starts at σ²)
 
 Each control step the squared errors of the stable envs are summed per term, the mean is folded into an EMA, and
 σ = max(sigma_min, sqrt(min(σ², EMA))). One row of σ for every env, or one per motion (``env.adaptive_sigma.
-per_motion``: each clip its own σ from its own envs' errors, so a clip the policy does not track yet keeps a wide
+per_motion``: each clip its own σ from its own envs' errors, so a clip the policy does not track yet keeps a wider
 σ while the tracked ones sharpen). Device state only: no host read, capturable in the env's step graph.
 
 Entry point: :func:`adapt_sigmas` (after the rewards of the step, so the next step's rewards use the new σ).
