@@ -114,6 +114,13 @@ def train_overrides(overrides: list[str]) -> list[str]:
     return [*overrides, "logger=none", "progress_bar=false", "eval_every=0", "experiment_name=learning"]
 
 
+def adapted_sigmas(env, motion_id: int | None = None) -> dict[str, float]:
+    """The reward σ of each term ``env.adaptive_sigma`` tightens: the mean over σ's rows, or ``motion_id``'s row."""
+    rows = env.reward_sigmas if motion_id is None else env.reward_sigmas[motion_id:motion_id + 1]
+    return {name: round(float(rows[:, i].mean()), 4) for i, name in enumerate(REWARD_NAMES)
+            if name in env.cfg.adaptive_sigma.terms}
+
+
 def motion_sigmas(agent) -> list[float]:
     """σ (the mean over the joints) each motion id samples with: its row with per-motion exploration, else the
     shared σ."""
@@ -230,8 +237,7 @@ def main() -> None:
                "sigma_mean": float(agent.model.actor.effective_log_std().detach().exp().mean()),
                "termination_scale": float(env.termination_scale[0]),
                "reset_noise_scale": float(env.reset_noise_scale[0]) if env.reset_noise is not None else 0.0,
-               "reward_sigmas": {name: round(float(env.reward_sigmas[:, i].mean()), 4)
-                                 for i, name in enumerate(REWARD_NAMES) if name in env.cfg.adaptive_sigma.terms},
+               "reward_sigmas": adapted_sigmas(env),
                "eval_s": eval_s, "wall_s": time.perf_counter() - t_wall, "overrides": overrides,
                "motions": {r.name: {"success": r.success, "survival_s": round(r.survival_s, 3),
                                     "length_s": round(r.length_s, 3), "mpjpe_global_mm": round(r.mpjpe_global_mm, 1),
@@ -241,9 +247,7 @@ def main() -> None:
                                     "sample_share": round(sample_share[r.motion_id], 4),
                                     "assist": round(assist[r.motion_id], 4),
                                     "sigma": round(sigmas[r.motion_id], 4),
-                                    **({"reward_sigmas": {name: round(float(env.reward_sigmas[r.motion_id, i]), 4)
-                                                          for i, name in enumerate(REWARD_NAMES)
-                                                          if name in env.cfg.adaptive_sigma.terms}}
+                                    **({"reward_sigmas": adapted_sigmas(env, r.motion_id)}
                                        if env.reward_sigmas.shape[0] > 1 else {})}
                            for r in results}}
         if stopped_short:

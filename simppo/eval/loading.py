@@ -163,10 +163,17 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
                  obs_noise: bool | None = None):
     """A copy of the trained env config for deterministic play from t = 0: episodes end only on unstable worlds
     (the env still flags every failure cause with the run's thresholds, and the evaluation reads those flags, so
-    the failing state stays readable), no clip-end truncation and no time-out. Physics, observations and rewards
-    are unchanged; domain randomization and observation noise are off unless ``randomization``
-    (``none`` | ``deploy``) / ``obs_noise`` ask for them (drawn from the run's seed: reproducible)."""
-    from simppo.envs.imitation.config import RANDOMIZATIONS, ResetNoiseCfg, RootAssistCfg, TerminationCurriculumCfg
+    the failing state stays readable), no clip-end truncation and no time-out. Physics and observations are
+    unchanged, rewards too but at the configured σ (no adaptive σ); domain randomization and observation noise are
+    off unless ``randomization`` (``none`` | ``deploy``) / ``obs_noise`` ask for them (drawn from the run's seed:
+    reproducible)."""
+    from simppo.envs.imitation.config import (
+        RANDOMIZATIONS,
+        AdaptiveSigmaCfg,
+        ResetNoiseCfg,
+        RootAssistCfg,
+        TerminationCurriculumCfg,
+    )
 
     cfg = copy.deepcopy(env_cfg)
     name = randomization or "none"
@@ -181,6 +188,7 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     cfg.terminations.curriculum = TerminationCurriculumCfg(start_scale=1.0)
     cfg.assist = RootAssistCfg(start=0.0)  # a play is never held up
     cfg.reset_noise = ResetNoiseCfg(enabled=False)  # a play starts on the reference
+    cfg.adaptive_sigma = AdaptiveSigmaCfg()  # a training schedule of the reward; a play's metrics never read it
     cfg.truncate_at_clip_end = False
     cfg.max_episode_length_s = _EVAL_EPISODE_S
     if kinematic_replay is not None:

@@ -288,8 +288,10 @@ def test_adaptive_sigma_tightens_only_its_terms_in_the_step_and_resumes(sim_cfg)
     fresh = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
     fresh.load_state_dict(env.state_dict())
     torch.testing.assert_close(fresh.reward_sigmas, env.reward_sigmas, rtol=0, atol=0)
-    # off by default: the state keeps its layout, σ stays as configured
+    # off by default: the state keeps its layout, σ stays as configured; a play never adapts it
     assert "adaptive_sigma" not in HumanoidImitationEnv(base, 2, "cpu", sim_cfg=sim_cfg).state_dict()
+    from simppo.eval.loading import eval_env_cfg
+    assert not eval_env_cfg(cfg).adaptive_sigma.terms
 
 
 def test_adaptive_sigma_per_motion_reads_and_tightens_each_envs_own_row(sim_cfg):

@@ -17,6 +17,8 @@ Entry point: :func:`adapt_sigmas` (after the rewards of the step, so the next st
 
 import warp as wp
 
+from simppo.kernels.imitation.common import sigma_row
+
 
 @wp.struct
 class AdaptiveSigma:
@@ -49,9 +51,7 @@ def _sum_errors(a: AdaptiveSigma):
     env = wp.tid()
     if a.unstable[env] != 0:
         return
-    row = int(0)
-    if a.sigmas.shape[0] > 1:
-        row = a.motion_ids[env]
+    row = sigma_row(a.sigmas, a.motion_ids, env)
     for i in range(a.adapt.shape[0]):
         if a.adapt[i] != 0:
             wp.atomic_add(a.sums, row, i, a.reward_raw[env, i])

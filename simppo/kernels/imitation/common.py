@@ -8,6 +8,14 @@ GRAVITY_DIR_W = wp.constant(wp.vec3(0.0, 0.0, -1.0))
 
 
 @wp.func
+def sigma_row(sigmas: wp.array2d(dtype=wp.float32), motion_ids: wp.array(dtype=wp.int32), env: int) -> int:
+    """The row of ``sigmas [S, T]`` that env ``env`` reads: 0 with one row for all, its motion with one per motion."""
+    if sigmas.shape[0] > 1:
+        return motion_ids[env]
+    return 0
+
+
+@wp.func
 def write_vec3(out: wp.array2d(dtype=wp.float32), env: int, col: int, v: wp.vec3) -> int:
     out[env, col + 0] = v[0]
     out[env, col + 1] = v[1]

@@ -10,7 +10,7 @@ the weighted total and the episode sums.
 import warp as wp
 
 from simppo.kernels.imitation.buffers import ImitationBuffers, ImitationParams, RefState
-from simppo.kernels.imitation.common import relative_body_pos, yaw_delta
+from simppo.kernels.imitation.common import relative_body_pos, sigma_row, yaw_delta
 from simppo.kernels.imitation.spec import ERROR_INDEX, REWARD_TERMS
 from simppo.kernels.quat import quat_error_angle, quat_mul
 from simppo.kernels.types import SimState
@@ -209,9 +209,7 @@ def reward_kernel(terms=REWARD_TERMS, functions: dict | None = None):
         for i in range(wp.static(len(raw_values))):
             buf.reward_raw[env, i] = wp.static(raw_values[i])(sim, ref, p, buf, env)
         total = float(0.0)
-        row = int(0)  # σ: one row for all envs, or one per motion (env.adaptive_sigma.per_motion)
-        if p.sigmas.shape[0] > 1:
-            row = buf.motion_ids[env]
+        row = sigma_row(p.sigmas, buf.motion_ids, env)  # one row for all envs, or one per motion
         for i in range(wp.static(len(raw_values))):
             term = buf.reward_raw[env, i]
             if p.term_kind[i] != 0:
