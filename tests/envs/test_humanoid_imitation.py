@@ -322,6 +322,33 @@ def test_adaptive_sigma_per_motion_reads_and_tightens_each_envs_own_row(sim_cfg)
     torch.testing.assert_close(fresh.reward_sigmas, env.reward_sigmas, rtol=0, atol=0)
 
 
+def test_adaptive_sigma_waits_start_steps_counted_in_the_step_and_resumes_mid_wait(sim_cfg):
+    from simppo.envs.imitation.config import AdaptiveSigmaCfg
+    from simppo.kernels.imitation.spec import REWARD_NAMES
+
+    cfg = replace(HumanoidImitationEnvCfg(),
+                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, start_steps=3))
+    env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    env.reset()
+    i = REWARD_NAMES.index("body_pos")
+    zeros = torch.zeros(4, env.num_actions)
+    for _ in range(2):
+        env.step(zeros)
+    assert float(env.reward_sigmas[0, i]) == pytest.approx(0.3)  # still the configured σ
+    state = env.state_dict()
+    assert int(state["adaptive_sigma_steps"][0]) == 2
+    fresh = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    fresh.load_state_dict(state)
+    for e in (env, fresh):  # the third step ends the wait; the fourth adapts, on the resumed env as well
+        e.step(zeros)
+        assert float(e.reward_sigmas[0, i]) == pytest.approx(0.3)
+        e.step(zeros)
+        assert float(e.reward_sigmas[0, i]) < 0.3
+    # ungated runs keep the state layout of the checkpoints written before the option
+    assert "adaptive_sigma_steps" not in HumanoidImitationEnv(
+        replace(cfg, adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"])), 2, "cpu", sim_cfg=sim_cfg).state_dict()
+
+
 def test_adaptive_sigma_config_names_what_is_wrong():
     from simppo.envs.imitation.config import AdaptiveSigmaCfg
 
@@ -329,6 +356,8 @@ def test_adaptive_sigma_config_names_what_is_wrong():
         AdaptiveSigmaCfg(terms=["body_pos", "action_rate"])
     with pytest.raises(ValueError, match="min_scale=0"):
         AdaptiveSigmaCfg(terms=["body_pos"], min_scale=0.0)
+    with pytest.raises(ValueError, match="start_steps=-1"):
+        AdaptiveSigmaCfg(terms=["body_pos"], start_steps=-1)
 
 
 def test_sampler_split_by_rate_counts_every_env_step_and_resumes(sim_cfg):

@@ -52,13 +52,15 @@ class AdaptiveSigmaCfg:
     (σ² = its EMA, weight ``ema`` per control step) and never rises: it starts at ``env.sigmas.<term>`` and is held
     at or above ``min_scale`` times that (PBHC's adaptive motion tracking; :mod:`simppo.kernels.imitation.
     adaptive_sigma`). ``per_motion``: each motion has its own σ from its own envs' errors (PBHC tracks one clip
-    at a time; in a set, a clip not yet tracked keeps a wider σ than the tracked ones). ``terms=[]``: off,
-    every σ stays as configured."""
+    at a time; in a set, a clip not yet tracked keeps a wider σ than the tracked ones). ``start_steps``: control
+    steps at the configured σ before any σ adapts (a wide σ pays the first, unbalanced steps of a walk that a sharp
+    one does not). ``terms=[]``: off, every σ stays as configured."""
 
     terms: list[str] = field(default_factory=list)
     ema: float = 1.0e-3
     min_scale: float = 0.1
     per_motion: bool = False
+    start_steps: int = 0
 
     def __post_init__(self) -> None:
         tracking = [t.name for t in REWARD_TERMS if t.kind == TRACKING]
@@ -67,6 +69,8 @@ class AdaptiveSigmaCfg:
             raise ValueError(f"env.adaptive_sigma.terms: {unknown} are not tracking terms (one of {tracking})")
         if not (0.0 < self.ema <= 1.0 and 0.0 < self.min_scale <= 1.0):
             raise ValueError(f"env.adaptive_sigma: ema={self.ema} and min_scale={self.min_scale} must be in (0, 1]")
+        if not (isinstance(self.start_steps, int) and self.start_steps >= 0):
+            raise ValueError(f"env.adaptive_sigma.start_steps={self.start_steps}: must be an integer >= 0")
 
 
 ASSIST_FADES = ("schedule", "survival", "success")

@@ -145,6 +145,7 @@ class HumanoidImitationEnv(VecEnv):
         self.reward_sigmas = torch.tensor(spec.reward_sigmas(cfg.sigmas), **f32).repeat(sigma_rows, 1)
         self._sigma_error_ema = self.reward_sigmas.square()
         self._sigma_sums = torch.zeros(sigma_rows, nterms + 1, **f32)
+        self._sigma_steps = torch.zeros(1, dtype=torch.int32, device=self.device)  # counted up to start_steps
         # the root assist's share this step: one, or one per motion (fade=survival / success) with its
         # termination-rate EMA
         self._assist_per_motion = cfg.assist.per_motion
@@ -175,6 +176,7 @@ class HumanoidImitationEnv(VecEnv):
         self.buf = self._bind_buffers()
         self.curriculum = self._bind_curriculum() if curriculum.enabled else None
         self.adaptive_sigma = self._bind_adaptive_sigma() if cfg.adaptive_sigma.terms else None
+        self._sigma_gated = self.adaptive_sigma is not None and cfg.adaptive_sigma.start_steps > 0
         self.assist = self._bind_assist() if cfg.assist.enabled and not cfg.kinematic_replay else None
         self.reset_noise = self._bind_reset_noise() if perturb else None
         self.ref_wp = self.motion_lib.warp_state(self.ref)
@@ -325,6 +327,7 @@ class HumanoidImitationEnv(VecEnv):
         self._sigma_adapt, self._sigma_min = adapt, self.reward_sigmas[0] * cfg.min_scale
         a.adapt, a.sigma_min = warp_view(adapt), warp_view(self._sigma_min)
         a.sums, a.error_ema, a.alpha = warp_view(self._sigma_sums), warp_view(self._sigma_error_ema), float(cfg.ema)
+        a.steps, a.start_steps = warp_view(self._sigma_steps), int(cfg.start_steps)
         return a
 
     def _bind_assist(self) -> RootAssist:
@@ -575,6 +578,7 @@ class HumanoidImitationEnv(VecEnv):
             **({"assist_alpha": self.assist_alpha.clone()} if self.assist is not None else {}),
             **({"adaptive_sigma": torch.stack([self.reward_sigmas, self._sigma_error_ema])}
                if self.adaptive_sigma is not None else {}),
+            **({"adaptive_sigma_steps": self._sigma_steps.clone()} if self._sigma_gated else {}),
             **({"reset_noise_rng": self.reset_noise_rng.clone()} if self.reset_noise is not None else {}),
             **({"reset_noise_scale": self.reset_noise_scale.clone()} if self._ramp_reset_noise else {}),
             **({"assist_rate": self.assist_rate.clone()} if self.assist is not None and self._assist_per_motion
@@ -607,6 +611,8 @@ class HumanoidImitationEnv(VecEnv):
             saved = state["adaptive_sigma"]
             self.reward_sigmas[:saved.shape[1]].copy_(saved[0])
             self._sigma_error_ema[:saved.shape[1]].copy_(saved[1])
+        if self._sigma_gated:
+            self._sigma_steps.copy_(state["adaptive_sigma_steps"])
         if self.curriculum is not None:
             self.termination_scale.copy_(state["termination_curriculum"][:1])
             self._termination_rate.copy_(state["termination_curriculum"][1:])

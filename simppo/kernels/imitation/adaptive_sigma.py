@@ -10,7 +10,9 @@ where the errors are. σ starts at the configured value (the EMA starts at σ²)
 Each control step the squared errors of the stable envs are summed per term, the mean is folded into an EMA, and
 σ = max(sigma_min, sqrt(min(σ², EMA))). One row of σ for every env, or one per motion (``env.adaptive_sigma.
 per_motion``: each clip its own σ from its own envs' errors, so a clip the policy does not track yet keeps a wider
-σ while the tracked ones sharpen). Device state only: no host read, capturable in the env's step graph.
+σ while the tracked ones sharpen). Nothing moves in the first ``start_steps`` control steps (counted on the device):
+a wide σ pays the first, unbalanced steps of a walk, which a sharp anchor term does not. Device state only: no host
+read, capturable in the env's step graph.
 
 Entry point: :func:`adapt_sigmas` (after the rewards of the step, so the next step's rewards use the new σ).
 """
@@ -27,7 +29,8 @@ class AdaptiveSigma:
     ``S = M`` rows); ``adapt [T]`` (int32: 1 = the term's σ adapts), ``sigma_min [T]`` (the floor); ``sums [S, T +
     1]`` (float32 scratch: the step's sums per row, the last column the count of stable envs), ``error_ema [S, T]``
     (state: EMA of the mean squared error), ``sigmas [S, T]`` (state, read-modify-write: the σ the reward kernel
-    reads; ``S = 1``: one row for all); ``alpha`` the EMA's weight of one control step."""
+    reads; ``S = 1``: one row for all), ``steps [1]`` (int32 state: control steps counted, up to ``start_steps``);
+    ``alpha`` the EMA's weight of one control step, ``start_steps`` the control steps before anything adapts."""
 
     reward_raw: wp.array2d(dtype=wp.float32)
     unstable: wp.array(dtype=wp.int32)
@@ -37,19 +40,21 @@ class AdaptiveSigma:
     sums: wp.array2d(dtype=wp.float32)
     error_ema: wp.array2d(dtype=wp.float32)
     sigmas: wp.array2d(dtype=wp.float32)
+    steps: wp.array(dtype=wp.int32)
     alpha: float
+    start_steps: int
 
 
 @wp.kernel
 def _sum_errors(a: AdaptiveSigma):
     """Launch dim ``N``: every stable env adds its adapting terms' squared errors to its row, and one to the row's
-    count.
+    count; none before ``start_steps`` control steps (so no row moves).
 
-    # Data in: a.reward_raw, a.unstable, a.motion_ids, a.adapt
+    # Data in: a.reward_raw, a.unstable, a.motion_ids, a.adapt, a.steps
     # Data out: a.sums (accumulated)
     """
     env = wp.tid()
-    if a.unstable[env] != 0:
+    if a.unstable[env] != 0 or a.steps[0] < a.start_steps:
         return
     row = sigma_row(a.sigmas, a.motion_ids, env)
     for i in range(a.adapt.shape[0]):
@@ -62,10 +67,11 @@ def _sum_errors(a: AdaptiveSigma):
 def _update_sigmas(a: AdaptiveSigma):
     """Launch dim ``S``: in each row, each adapting term's EMA takes the step's mean squared error and its σ falls
     to the EMA's root where that is lower (held at ``sigma_min``); the row's sums restart. A row with no stable env
-    this step (a motion nobody played) moves nothing.
+    this step (a motion nobody played, or a step before ``start_steps``) moves nothing. Row 0 counts the step
+    (up to ``start_steps``); no row reads the count here, so the order of the rows does not matter.
 
     # Data in: a.sums, a.adapt, a.sigma_min
-    # Data out: a.error_ema, a.sigmas (read-modify-write), a.sums (zeroed)
+    # Data out: a.error_ema, a.sigmas (read-modify-write), a.sums (zeroed), a.steps (row 0)
     """
     row = wp.tid()
     nt = a.adapt.shape[0]
@@ -78,6 +84,8 @@ def _update_sigmas(a: AdaptiveSigma):
             a.sigmas[row, i] = wp.max(a.sigma_min[i], wp.sqrt(wp.min(s * s, ema)))
         a.sums[row, i] = 0.0
     a.sums[row, nt] = 0.0
+    if row == 0 and a.steps[0] < a.start_steps:
+        a.steps[0] = a.steps[0] + 1
 
 
 def adapt_sigmas(a: AdaptiveSigma) -> None:
