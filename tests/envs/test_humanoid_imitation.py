@@ -329,11 +329,16 @@ def test_adaptive_sigma_waits_start_steps_counted_in_the_step_and_resumes_mid_wa
     cfg = replace(HumanoidImitationEnvCfg(),
                   adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, start_steps=3))
     env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
+    off = HumanoidImitationEnv(replace(cfg, adaptive_sigma=AdaptiveSigmaCfg(terms=[])), num_envs=4, device="cpu",
+                               sim_cfg=sim_cfg)
     env.reset()
+    off.reset()
     i = REWARD_NAMES.index("body_pos")
     zeros = torch.zeros(4, env.num_actions)
-    for _ in range(2):
+    for _ in range(2):  # while it waits, the run is the run without adaptive σ
         env.step(zeros)
+        off.step(zeros)
+        torch.testing.assert_close(env.reward, off.reward, rtol=0, atol=0)
     assert float(env.reward_sigmas[0, i]) == pytest.approx(0.3)  # still the configured σ
     state = env.state_dict()
     assert int(state["adaptive_sigma_steps"][0]) == 2
