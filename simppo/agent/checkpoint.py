@@ -266,15 +266,19 @@ def _first_difference(a, b, where: str) -> str | None:
     return None
 
 
-# State whose first axis follows the motion set and may grow when shards are appended (the motion-set check
-# has verified the old motions are unchanged; the owner's load_state_dict keeps the old entries).
-GROWS_WITH_MOTIONS = ("env.sampler.failure_ema", "env.sampler.motion_visits", "env.assist_alpha",
-                      "env.assist_rate")
+# State with an axis that follows the motion set (key → that axis) and may grow when shards are appended (the
+# motion-set check has verified the old motions are unchanged; the owner's load_state_dict keeps the old entries).
+GROWS_WITH_MOTIONS = {"env.sampler.failure_ema": 0, "env.sampler.motion_visits": 0, "env.assist_alpha": 0,
+                      "env.assist_rate": 0, "env.adaptive_sigma": 1}
 
 
 def _grown(a, b, where: str) -> bool:
-    return (where in GROWS_WITH_MOTIONS and isinstance(a, tuple) and isinstance(b, tuple) and a[0] == b[0] == "tensor"
-            and a[2] == b[2] and a[1][1:] == b[1][1:] and a[1][0] <= b[1][0])
+    if where not in GROWS_WITH_MOTIONS or not (isinstance(a, tuple) and isinstance(b, tuple)):
+        return False
+    axis, (kind_a, shape_a, dtype_a), (kind_b, shape_b, dtype_b) = GROWS_WITH_MOTIONS[where], a, b
+    return (kind_a == kind_b == "tensor" and dtype_a == dtype_b and len(shape_a) == len(shape_b) > axis
+            and all(x == y for i, (x, y) in enumerate(zip(shape_a, shape_b, strict=True)) if i != axis)
+            and shape_a[axis] <= shape_b[axis])
 
 
 def _show(s) -> str:

@@ -27,9 +27,9 @@ from tests.helpers import SyncCounter, cpu_fabric, small_agent_cfg
 NUM_ENVS = 8
 
 
-def make_env(packs, *names) -> HumanoidImitationEnv:
+def make_env(packs, *names, cfg: HumanoidImitationEnvCfg | None = None) -> HumanoidImitationEnv:
     motions = MotionCfg(files=[str(packs[n]) for n in names])
-    return HumanoidImitationEnv(HumanoidImitationEnvCfg(), num_envs=NUM_ENVS, device="cpu",
+    return HumanoidImitationEnv(cfg or HumanoidImitationEnvCfg(), num_envs=NUM_ENVS, device="cpu",
                                 sim_cfg=SimCfg(name="mujoco"), motion_cfg=motions)
 
 
@@ -266,4 +266,31 @@ def test_resume_after_appending_a_shard_keeps_old_rows_and_sampler_bins(motion_p
     old, new = state["model"]["actor.log_std"], grown.model.actor.log_std.detach()
     assert torch.equal(new[:old.shape[0]], old)
     assert grown.epoch == 1
+    grown.train_iteration()
+
+
+def test_resume_after_appending_a_shard_keeps_each_old_motions_adaptive_sigma(motion_packs, tmp_path):
+    """Per-motion adaptive σ (one σ row per motion, the state's second axis): resumed from A + B into A + B + C, the
+    old motions keep their σ and error EMA, C starts at the configured σ."""
+    from dataclasses import replace
+
+    from simppo.envs.imitation.config import AdaptiveSigmaCfg
+
+    cfg = replace(HumanoidImitationEnvCfg(),
+                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, per_motion=True))
+    torch.manual_seed(0)
+    agent = make_agent(make_env(motion_packs, "A", "B", cfg=cfg), root_dir=tmp_path)
+    agent.train_iteration()
+    agent.loop(tmp_path).save("last.ckpt")
+    old = torch.load(tmp_path / "last.ckpt", weights_only=True)["env"]["adaptive_sigma"]
+    assert (old[0] < old[0].max()).any()  # some row tightened
+
+    torch.manual_seed(3)
+    grown = make_agent(make_env(motion_packs, "A", "B", "C", cfg=cfg), root_dir=tmp_path)
+    grown.loop(tmp_path).resume()
+    env, m = grown.env, old.shape[1]
+    assert env.reward_sigmas.shape[0] > m
+    assert torch.equal(env.reward_sigmas[:m], old[0]) and torch.equal(env._sigma_error_ema[:m], old[1])
+    configured = HumanoidImitationEnv(cfg, 2, "cpu", sim_cfg=SimCfg(name="mujoco")).reward_sigmas[0]
+    assert torch.equal(env.reward_sigmas[m:], configured.expand_as(env.reward_sigmas[m:]))
     grown.train_iteration()
