@@ -188,7 +188,7 @@ def eval_env_cfg(env_cfg, kinematic_replay: bool | None = None, randomization: s
     cfg.terminations.curriculum = TerminationCurriculumCfg(start_scale=1.0)
     cfg.assist = RootAssistCfg(start=0.0)  # a play is never held up
     cfg.reset_noise = ResetNoiseCfg(enabled=False)  # a play starts on the reference
-    cfg.adaptive_sigma = AdaptiveSigmaCfg()  # a training schedule of the reward; a play's metrics never read it
+    cfg.adaptive_sigma = AdaptiveSigmaCfg(terms=[])  # a training schedule of the reward; a play's metrics never read it
     cfg.truncate_at_clip_end = False
     cfg.max_episode_length_s = _EVAL_EPISODE_S
     if kinematic_replay is not None:
