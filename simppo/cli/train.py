@@ -176,6 +176,29 @@ def check_same_action_map(saved_config: Path, cfg: TrainCfg) -> None:
                              f"env.{key}={was:g} (the policy's actions mean other joint targets otherwise)")
 
 
+def check_same_adaptive_sigma(saved_config: Path, cfg: TrainCfg) -> None:
+    """Refuse to resume a run whose adaptive σ differs from ``cfg``'s (runs saved before ``env.adaptive_sigma``
+    existed had none: ``terms=[]``; before ``start_steps``, 0): its env state and rewards follow the setting it was
+    trained with."""
+    now_cfg = getattr(cfg.env, "adaptive_sigma", None)
+    if not saved_config.is_file() or now_cfg is None:
+        return
+    import yaml
+
+    try:
+        saved = ((yaml.safe_load(saved_config.read_text()) or {}).get("env") or {}).get("adaptive_sigma") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return  # the checkpoint's own checks name what is wrong with the run
+    if not saved.get("terms") and not now_cfg.terms:
+        return  # off in both: the other keys do nothing
+    for key, before in (("terms", []), ("per_motion", False), ("start_steps", 0)):
+        was, now = saved.get(key, before), getattr(now_cfg, key)
+        if (list(was) if key == "terms" else was) != (list(now) if key == "terms" else now):
+            shown = f"[{','.join(was)}]" if key == "terms" else str(was).lower()
+            raise UsageError(f"{saved_config}: the run was trained with env.adaptive_sigma.{key}={shown}; resume it "
+                             f"with env.adaptive_sigma.{key}={shown} (its reward σ and env state follow that setting)")
+
+
 def check_run_dir(run_dir: Path, cfg: TrainCfg) -> None:
     """Raise :class:`UsageError` unless the run can start in ``run_dir`` as asked; writes nothing."""
     if run_dir.exists() and not run_dir.is_dir():
@@ -185,6 +208,7 @@ def check_run_dir(run_dir: Path, cfg: TrainCfg) -> None:
         if not source.is_file():
             raise UsageError(f"resume=true but {source} does not exist")
         check_same_action_map(run_dir / "config.yaml", cfg)
+        check_same_adaptive_sigma(run_dir / "config.yaml", cfg)
         return
     existing = run_files(run_dir)
     if existing and not cfg.force:

@@ -277,7 +277,7 @@ def test_resume_after_appending_a_shard_keeps_each_old_motions_adaptive_sigma(mo
     from simppo.envs.imitation.config import AdaptiveSigmaCfg
 
     cfg = replace(HumanoidImitationEnvCfg(),
-                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, per_motion=True))
+                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, per_motion=True, start_steps=0))
     torch.manual_seed(0)
     agent = make_agent(make_env(motion_packs, "A", "B", cfg=cfg), root_dir=tmp_path)
     agent.train_iteration()

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import torch
 
+from simppo.envs.imitation.config import AdaptiveSigmaCfg, RewardSigmasCfg
 from simppo.kernels.imitation.spec import REWARD_NAMES
 from simppo.paths import MOTIONS_DIR
 
@@ -46,6 +47,7 @@ def test_curve_rows_and_checkpoints(tmp_path):
     assert [r["samples"] for r in rows] == [128, 320]
     # each row counts the samples each clip received since the row before, all of them
     assert [sum(m["train_samples"] for m in r["motions"].values()) for r in rows] == [128, 192]
+    configured = RewardSigmasCfg()
     for r in rows:
         assert set(r["motions"]) == {"squat", "walk"}
         assert 0.0 <= r["success_rate"] <= 1.0 and 0.0 < r["survival_fraction"] <= 1.0
@@ -59,7 +61,8 @@ def test_curve_rows_and_checkpoints(tmp_path):
         u = r["update"]
         assert u["actor/kl"] >= 0 and 0 <= u["actor/clip_frac"] <= 1 and u["actor/lr"] > 0 and r["sigma_mean"] > 0
         assert all(m["sigma"] == round(r["sigma_mean"], 4) for m in r["motions"].values())  # one shared σ
-        assert r["reward_sigmas"] == {}  # env.adaptive_sigma off: every reward σ as configured
+        # env.adaptive_sigma's terms are reported; 300 samples are before its start_steps: every σ as configured
+        assert r["reward_sigmas"] == {t: round(getattr(configured, t), 4) for t in AdaptiveSigmaCfg().terms}
     assert {p.name for p in out.glob("samples_*.ckpt")} == {"samples_100.ckpt", "samples_300.ckpt"}
     played = subprocess.run([str(Path(sys.executable).parent / "simppo-eval"), f"checkpoint={out / 'samples_300.ckpt'}",
                              f"out={tmp_path / 'eval'}"], capture_output=True, text=True, timeout=600, env=ENV)
@@ -99,7 +102,8 @@ def test_each_motion_reports_its_own_sigma_row_with_per_motion_exploration(tmp_p
     """Also the reward σ of the terms that env.adaptive_sigma tightens, as the checkpoint's env holds it."""
     out = tmp_path / "bench"
     proc = run_bench(out, ["squat.csv", "walk.csv"], "300",
-                     overrides=("agent.exploration=per_motion", "env.adaptive_sigma.terms=[body_pos]"))
+                     overrides=("agent.exploration=per_motion", "env.adaptive_sigma.terms=[body_pos]",
+                                "env.adaptive_sigma.per_motion=false", "env.adaptive_sigma.start_steps=0"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = curve(out)[-1]
     saved = torch.load(out / "samples_300.ckpt", weights_only=True)["env"]["adaptive_sigma"]

@@ -147,6 +147,29 @@ def test_a_run_is_resumed_only_with_its_action_map(tmp_path):
     check_same_action_map(saved, TrainCfg(env=velocity))
 
 
+def test_a_run_is_resumed_only_with_its_adaptive_sigma(tmp_path):
+    """A run saved before adaptive σ was on by default (or before the option existed) resumes only with its own
+    setting, which its env state and rewards follow; the error names the override."""
+    from simppo.cli.train import check_same_adaptive_sigma
+    from simppo.envs.imitation.config import AdaptiveSigmaCfg
+
+    register_configs()
+    saved = tmp_path / "config.yaml"
+    saved.write_text("env:\n  name: humanoid_imitation\n  action_reference: 1.0\n")  # before the option
+    with pytest.raises(UsageError) as e:
+        check_same_adaptive_sigma(saved, TrainCfg(env=HumanoidImitationEnvCfg()))
+    assert str(e.value) == (f"{saved}: the run was trained with env.adaptive_sigma.terms=[]; resume it with "
+                            "env.adaptive_sigma.terms=[] (its reward σ and env state follow that setting)")
+    check_same_adaptive_sigma(saved, TrainCfg(env=HumanoidImitationEnvCfg(adaptive_sigma=AdaptiveSigmaCfg(terms=[]))))
+    saved.write_text("env:\n  name: humanoid_imitation\n  adaptive_sigma:\n    terms: [body_pos]\n"
+                     "    per_motion: false\n")  # saved before start_steps
+    with pytest.raises(UsageError, match=r"env.adaptive_sigma.start_steps=0; resume it with"):
+        check_same_adaptive_sigma(saved, TrainCfg(env=HumanoidImitationEnvCfg(
+            adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], per_motion=False))))
+    check_same_adaptive_sigma(saved, TrainCfg(env=HumanoidImitationEnvCfg(
+        adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], per_motion=False, start_steps=0))))
+
+
 @pytest.mark.parametrize("override, what", [
     ("env.sampling.motion_floor=2", "env.sampling.motion_floor=2.0: must be in [0, 1]"),
     ("agent.lr_schedule=bogus", "agent.lr_schedule: unknown schedule 'bogus'"),

@@ -267,7 +267,8 @@ def test_adaptive_sigma_tightens_only_its_terms_in_the_step_and_resumes(sim_cfg)
     base = HumanoidImitationEnvCfg()
     # a fast EMA: within a few steps σ² of the body-position term falls towards its squared errors (cm², far
     # under the configured 0.3² m²)
-    cfg = replace(base, adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, min_scale=0.1))
+    cfg = replace(base, adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, min_scale=0.1, per_motion=False,
+                                                        start_steps=0))
     env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
     env.reset()
     start = env.reward_sigmas.clone()
@@ -288,8 +289,13 @@ def test_adaptive_sigma_tightens_only_its_terms_in_the_step_and_resumes(sim_cfg)
     fresh = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
     fresh.load_state_dict(env.state_dict())
     torch.testing.assert_close(fresh.reward_sigmas, env.reward_sigmas, rtol=0, atol=0)
-    # off by default: the state keeps its layout, σ stays as configured; a play never adapts it
-    assert "adaptive_sigma" not in HumanoidImitationEnv(base, 2, "cpu", sim_cfg=sim_cfg).state_dict()
+    # on by default (every weighted tracking term, one row per motion, after start_steps); off, the state keeps the
+    # layout it had before the option; a play never adapts σ
+    default = HumanoidImitationEnv(base, 2, "cpu", sim_cfg=sim_cfg)
+    assert default.reward_sigmas.shape[0] == default.motion_lib.num_motions > 1
+    assert {"adaptive_sigma", "adaptive_sigma_steps"} <= set(default.state_dict())
+    off = HumanoidImitationEnv(replace(base, adaptive_sigma=AdaptiveSigmaCfg(terms=[])), 2, "cpu", sim_cfg=sim_cfg)
+    assert not {"adaptive_sigma", "adaptive_sigma_steps"} & set(off.state_dict())
     from simppo.eval.loading import eval_env_cfg
     assert not eval_env_cfg(cfg).adaptive_sigma.terms
 
@@ -299,7 +305,7 @@ def test_adaptive_sigma_per_motion_reads_and_tightens_each_envs_own_row(sim_cfg)
     from simppo.kernels.imitation.spec import REWARD_NAMES
 
     cfg = replace(HumanoidImitationEnvCfg(),
-                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, per_motion=True))
+                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, per_motion=True, start_steps=0))
     env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
     m = env.motion_lib.num_motions
     assert env.reward_sigmas.shape == (m, len(REWARD_NAMES))
@@ -327,7 +333,7 @@ def test_adaptive_sigma_waits_start_steps_counted_in_the_step_and_resumes_mid_wa
     from simppo.kernels.imitation.spec import REWARD_NAMES
 
     cfg = replace(HumanoidImitationEnvCfg(),
-                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, start_steps=3))
+                  adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], ema=0.5, per_motion=False, start_steps=3))
     env = HumanoidImitationEnv(cfg, num_envs=4, device="cpu", sim_cfg=sim_cfg)
     off = HumanoidImitationEnv(replace(cfg, adaptive_sigma=AdaptiveSigmaCfg(terms=[])), num_envs=4, device="cpu",
                                sim_cfg=sim_cfg)
@@ -350,8 +356,8 @@ def test_adaptive_sigma_waits_start_steps_counted_in_the_step_and_resumes_mid_wa
         e.step(zeros)
         assert float(e.reward_sigmas[0, i]) < 0.3
     # ungated runs keep the state layout of the checkpoints written before the option
-    assert "adaptive_sigma_steps" not in HumanoidImitationEnv(
-        replace(cfg, adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"])), 2, "cpu", sim_cfg=sim_cfg).state_dict()
+    ungated = replace(cfg, adaptive_sigma=AdaptiveSigmaCfg(terms=["body_pos"], start_steps=0))
+    assert "adaptive_sigma_steps" not in HumanoidImitationEnv(ungated, 2, "cpu", sim_cfg=sim_cfg).state_dict()
 
 
 def test_adaptive_sigma_config_names_what_is_wrong():
