@@ -157,18 +157,27 @@ def check_values(cfg: TrainCfg) -> None:
         raise UsageError("resume=true and force=true: continue the run, or start it over, not both")
 
 
+def _saved_env_config(saved_config: Path) -> dict | None:
+    """The ``env`` mapping of a run's saved ``config.yaml``; None when it is missing or unreadable (the
+    checkpoint's own checks name what is wrong with the run)."""
+    if not saved_config.is_file():
+        return None
+    import yaml
+
+    try:
+        env = (yaml.safe_load(saved_config.read_text()) or {}).get("env") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    return env if isinstance(env, dict) else None
+
+
 def check_same_action_map(saved_config: Path, cfg: TrainCfg) -> None:
     """Refuse to resume a run trained with another action map than ``cfg``'s (runs saved before
     ``env.action_reference`` existed used the default-pose map, 0; before ``env.action_reference_lead``, 1; before
     ``env.action_reference_velocity``, 0)."""
-    if not saved_config.is_file() or getattr(cfg.env, "action_reference", None) is None:
+    saved = _saved_env_config(saved_config)
+    if saved is None or getattr(cfg.env, "action_reference", None) is None:
         return
-    import yaml
-
-    try:
-        saved = (yaml.safe_load(saved_config.read_text()) or {}).get("env") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return  # the checkpoint's own checks name what is wrong with the run
     for key, before in (("action_reference", 0.0), ("action_reference_lead", 1), ("action_reference_velocity", 0.0)):
         was, now = float(saved.get(key, before)), float(getattr(cfg.env, key, before))
         if was != now:
@@ -180,15 +189,10 @@ def check_same_adaptive_sigma(saved_config: Path, cfg: TrainCfg) -> None:
     """Refuse to resume a run whose adaptive σ differs from ``cfg``'s (runs saved before ``env.adaptive_sigma``
     existed had none: ``terms=[]``; before ``start_steps``, 0): its env state and rewards follow the setting it was
     trained with."""
-    now_cfg = getattr(cfg.env, "adaptive_sigma", None)
-    if not saved_config.is_file() or now_cfg is None:
+    now_cfg, saved_env = getattr(cfg.env, "adaptive_sigma", None), _saved_env_config(saved_config)
+    if saved_env is None or now_cfg is None:
         return
-    import yaml
-
-    try:
-        saved = ((yaml.safe_load(saved_config.read_text()) or {}).get("env") or {}).get("adaptive_sigma") or {}
-    except (OSError, yaml.YAMLError, AttributeError):
-        return  # the checkpoint's own checks name what is wrong with the run
+    saved = saved_env.get("adaptive_sigma") or {}
     if not saved.get("terms") and not now_cfg.terms:
         return  # off in both: the other keys do nothing
     for key, before in (("terms", []), ("per_motion", False), ("start_steps", 0)):
