@@ -150,7 +150,7 @@ def play_clips(cfg, model, num_motions: int, copies: int = 1, device: str = "cpu
     env = build_eval_env(cfg, num_motions * copies, device, **eval_env_options)
     policy = copy.deepcopy(model).to(device).eval()
     try:
-        return evaluate_motions(env, policy.act_inference, [i for i in range(num_motions) for _ in range(copies)],
+        return evaluate_motions(env, policy.act_inference, list(range(num_motions)), plays=copies,
                                 max_body_error_m=max_body_error_m)
     finally:
         env.close()

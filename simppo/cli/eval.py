@@ -4,7 +4,8 @@ Plays every motion from t = 0 with the deterministic policy and writes ``eval.js
 per-motion error chart and the failed-motions manifest to ``<run_dir>/eval/<timestamp>/`` (or ``out``);
 ``viewer=`` also shows the play (native window, web page, MP4 + contact sheet). ``sim=mujoco|mjwarp`` plays
 on another simulator backend than the run's (sim-to-sim; ``sim=mujoco`` runs on the CPU), and
-``randomization=deploy obs_noise=true`` with domain randomization and observation noise (sim-to-real).
+``randomization=deploy obs_noise=true`` with domain randomization and observation noise (sim-to-real);
+``plays=K`` plays each motion K times under them (each play draws its own) and reports every play.
 Many motions play in rounds of ``num_envs`` with a progress bar and the time left; with ``resume=true out=DIR``
 an interrupted evaluation keeps the motions played so far (``.<DIR>.partial``) and the same command continues.
 Every key is typed by :class:`simppo.eval.config.EvalCfg`. Bad input is one line,
@@ -78,8 +79,9 @@ ROUNDS_FILE = "rounds.jsonl"  # the motions played so far, in the staging folder
 
 
 def read_rounds(path: Path, signature: dict) -> dict:
-    """``{motion id: MotionResult}`` of the motions an interrupted evaluation of the same ``signature`` (checkpoint,
-    motions, settings; the file's first line) finished; a torn last line is dropped: that motion is played again."""
+    """``{(motion id, play): MotionResult}`` of the plays an interrupted evaluation of the same ``signature``
+    (checkpoint, motions, settings; the file's first line) finished; a torn last line is dropped: that play is
+    played again."""
     from simppo.eval.metrics import MotionResult
 
     out = {}
@@ -99,7 +101,7 @@ def read_rounds(path: Path, signature: dict) -> dict:
             r = MotionResult.from_json(json.loads(line))
         except ValueError:
             continue
-        out[r.motion_id] = r
+        out[r.motion_id, r.play] = r
     return out
 
 
@@ -116,7 +118,8 @@ def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = N
     from simppo.eval.report import summary_table, write_outputs
 
     num_motions = count_motions(run, cfg.motion.files)
-    num_envs = resolve_num_envs(cfg.num_envs, num_motions, device)
+    num_plays = num_motions * cfg.plays
+    num_envs = resolve_num_envs(cfg.num_envs, num_plays, device)
     env = make_eval_env(run, num_envs, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None,
                         randomization=cfg.randomization, obs_noise=cfg.obs_noise)
     model = build_model(run, device)
@@ -127,21 +130,24 @@ def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = N
             return zeros
     else:
         act = model.act_inference
-    rounds = -(-num_motions // num_envs)
-    print(f"{PROG}: {num_motions} motions on {num_envs} envs ({rounds} round{'s' * (rounds > 1)}), "
+    rounds = -(-num_plays // num_envs)
+    plays = f" x {cfg.plays} plays" if cfg.plays > 1 else ""
+    print(f"{PROG}: {num_motions} motions{plays} on {num_envs} envs ({rounds} round{'s' * (rounds > 1)}), "
           f"device={device}, sim={type(env.sim).__name__}", flush=True)
     t0 = time.perf_counter()
     rounds_file = out_dir / ROUNDS_FILE
     signature = {"checkpoint": str(run.checkpoint), "checkpoint_mtime_ns": Path(run.checkpoint).stat().st_mtime_ns,
                  "motions": list(cfg.motion.files or []), "num_envs": num_envs, "sim": cfg.sim,
                  "randomization": cfg.randomization, "obs_noise": cfg.obs_noise,
-                 "kinematic_replay": cfg.kinematic_replay}
+                 "kinematic_replay": cfg.kinematic_replay, "plays": cfg.plays}
     finished = read_rounds(rounds_file, signature) if cfg.resume else {}
     if finished:
-        print(f"{PROG}: resuming: {len(finished)} motions already played", flush=True)
+        print(f"{PROG}: resuming: {len(finished)} {'plays' if cfg.plays > 1 else 'motions'} already played",
+              flush=True)
     elif cfg.resume:
         rounds_file.write_text(json.dumps({"signature": signature}) + "\n")
-    bar = tqdm(total=num_motions, unit="motion", desc=PROG, disable=rounds <= 1, file=sys.stdout)
+    bar = tqdm(total=num_plays, unit="play" if cfg.plays > 1 else "motion", desc=PROG, disable=rounds <= 1,
+               file=sys.stdout)
 
     def progress(done: int, total: int) -> None:
         bar.update(done - bar.n)  # tqdm shows the rate and the time left
@@ -154,7 +160,7 @@ def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = N
                 os.fsync(fh.fileno())
 
     try:
-        results = evaluate_motions(env, act, progress=progress, done=finished, on_round=keep_round)
+        results = evaluate_motions(env, act, progress=progress, done=finished, on_round=keep_round, plays=cfg.plays)
     finally:
         bar.close()
     rounds_file.unlink(missing_ok=True)
@@ -171,6 +177,7 @@ def run_metrics(cfg, run, device: str, out_dir: Path, final_dir: Path | None = N
         "trained_sim": run.cfg.sim.name,
         "randomization": cfg.randomization,
         "obs_noise": bool(cfg.obs_noise),
+        "plays": cfg.plays,
         "num_envs": num_envs,
         "control_dt": float(env.dt),
         "motion_files": list(cfg.motion.files or run.cfg.motion.files),
@@ -247,6 +254,11 @@ def run_eval(cfg) -> int:
 
     if cfg.viewer not in VIEWERS:
         raise EvalInputError(f"viewer={cfg.viewer}: choose one of {', '.join(VIEWERS)}")
+    if cfg.plays < 1:
+        raise EvalInputError(f"plays={cfg.plays}: play each motion at least once")
+    if cfg.plays > 1 and cfg.randomization == "none" and not cfg.obs_noise:
+        raise EvalInputError(f"plays={cfg.plays}: the plays of a motion differ only under randomization=deploy or "
+                             "obs_noise=true (without them every play is the same); add one or use plays=1")
     if cfg.viewer == "native" and not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
         raise EvalInputError("viewer=native needs a display (DISPLAY is not set); use viewer=web or viewer=video")
     # MuJoCo C steps on the CPU: a sim-to-sim check of a GPU run (sim=mujoco) picks the CPU by itself

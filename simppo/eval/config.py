@@ -54,6 +54,9 @@ class EvalCfg:
     sim: str | None = None
     randomization: str = "none"  # none | deploy: domain randomization during the play (sim-to-real check)
     obs_noise: bool = False  # uniform noise on the policy's observations (the spec's scales)
+    # plays of each motion from t = 0, each drawing its own randomization and noise (needs randomization=deploy
+    # or obs_noise=true: clean plays are alike); the success rate counts plays
+    plays: int = 1
     viewer: str = "none"  # none | native | web | video
     metrics: bool | None = None  # None → on for viewer=none|video, off for the interactive viewers
     out: str | None = None  # output folder; default <run_dir>/eval/<timestamp>

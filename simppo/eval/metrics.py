@@ -182,6 +182,7 @@ class MotionResult:
     acceleration_error_mps2: float
     max_body_error_m: float
     failure: dict | None  # {"time_s", "cause"} (cause: FAILURE_CAUSES names joined by "+")
+    play: int = 0  # which play of the motion (0 .. plays - 1; each draws its own randomization and noise)
 
     def to_json(self) -> dict:
         """Plain types; floats rounded to 6 decimals, NaN (nothing measured) → ``None``."""
@@ -195,8 +196,11 @@ class MotionResult:
 
     @classmethod
     def from_json(cls, d: dict) -> MotionResult:
-        """The inverse of :meth:`to_json` (``None`` → NaN); ``ValueError`` when ``d`` is not such a row."""
+        """The inverse of :meth:`to_json` (``None`` → NaN); ``ValueError`` when ``d`` is not such a row. A row
+        written before plays were counted (no ``play``) is play 0."""
         names = [f.name for f in fields(cls)]
+        if isinstance(d, dict) and "play" not in d:
+            d = {**d, "play": 0}
         if not isinstance(d, dict) or sorted(d) != sorted(names):
             raise ValueError("not a motion result row")
         return cls(**{k: (math.nan if d[k] is None and k not in ("failure",) else d[k]) for k in names})
@@ -226,32 +230,41 @@ def body_state(env) -> dict[str, torch.Tensor]:
 def evaluate_motions(env, act: Callable, motion_ids: list[int] | None = None,
                      progress: Callable[[int, int], None] | None = None, check_every: int = 25,
                      max_body_error_m: float = SUCCESS_MAX_BODY_ERROR_M,
-                     done: dict[int, MotionResult] | None = None,
-                     on_round: Callable[[list[MotionResult]], None] | None = None) -> list[MotionResult]:
-    """Play every motion (or ``motion_ids``) from t = 0 with ``act(obs) -> actions`` (e.g.
-    :meth:`PPOModel.act_inference`), ``env.num_envs`` motions at a time; returns one result per motion.
+                     done: dict[tuple[int, int], MotionResult] | None = None,
+                     on_round: Callable[[list[MotionResult]], None] | None = None,
+                     plays: int = 1) -> list[MotionResult]:
+    """Play every motion (or ``motion_ids``) ``plays`` times from t = 0 with ``act(obs) -> actions`` (e.g.
+    :meth:`PPOModel.act_inference`), ``env.num_envs`` plays at a time; returns one result per play, motion by
+    motion (``MotionResult.play`` counts the plays of a motion). Plays of one motion differ only where the env
+    draws per episode (domain randomization, observation noise); a clean env plays them alike.
 
     ``env``: a humanoid-imitation env built by :func:`simppo.eval.loading.make_eval_env` (it flags every failure
     cause and ends episodes only on unstable worlds). ``progress(done, total)`` is called after each round.
     ``max_body_error_m``: the global body error that fails a play (ProtoMotions' 0.5 m; ``math.inf`` judges the
     env's terminations alone, the pose tracked wherever the robot is). ``done``: results already measured (by motion
-    id; an interrupted evaluation), not played again; ``on_round(results)`` receives each round's new results.
+    id and play; an interrupted evaluation), not played again; ``on_round(results)`` receives each round's new
+    results.
     """
+    if plays < 1:
+        raise ValueError(f"plays={plays}: at least one play per motion")
     lib = env.motion_lib
-    all_ids = list(range(lib.num_motions)) if motion_ids is None else list(motion_ids)
+    all_jobs = [(i, p) for i in (range(lib.num_motions) if motion_ids is None else motion_ids) for p in range(plays)]
     done = dict(done or {})
-    ids = [i for i in all_ids if i not in done]
+    jobs = [job for job in all_jobs if job not in done]
     lengths = lib.motion_lengths.cpu().tolist()
     n, dt = env.num_envs, float(env.dt)
     acc = TrackingAccumulator(n, env.device, dt, max_body_error_m)
     results: list[MotionResult] = []
     if progress is not None and done:
-        progress(len(all_ids) - len(ids), len(all_ids))
-    for first in range(0, len(ids), n):
-        chunk = ids[first:first + n]
-        padded = chunk + [chunk[0]] * (n - len(chunk))
+        progress(len(all_jobs) - len(jobs), len(all_jobs))
+    for first in range(0, len(jobs), n):
+        round_jobs = jobs[first:first + n]
+        chunk = [i for i, _ in round_jobs]
+        slots = round_jobs + [round_jobs[0]] * (n - len(round_jobs))  # idle envs replay the round's first play
+        padded = [i for i, _ in slots]
         steps = [clip_steps(lengths[i], dt) for i in padded]
         id_t = torch.tensor(padded, dtype=torch.int32, device=env.device)
+        env.seed_episodes(slots)  # a play's randomization and noise follow (motion, play), not its env slot
         obs = env.reset_to(id_t, torch.zeros(n, device=env.device))
         s = body_state(env)
         acc.start(s["pos"], s["ref_pos"], torch.tensor(steps, dtype=torch.int64, device=env.device))
@@ -263,7 +276,7 @@ def evaluate_motions(env, act: Callable, motion_ids: list[int] | None = None,
                 break  # every motion of the round has failed (an untrained policy): stop early
         out = acc.finish()
         new = len(results)
-        for j, mid in enumerate(chunk):
+        for j, (mid, play) in enumerate(round_jobs):
             failed = out["fail_mask"][j] != 0
             results.append(MotionResult(
                 name=lib.motion_names[mid], motion_id=mid, success=out["success"][j],
@@ -274,17 +287,21 @@ def evaluate_motions(env, act: Callable, motion_ids: list[int] | None = None,
                 acceleration_error_mps2=out["acc_mps2"][j], max_body_error_m=out["max_error_m"][j],
                 failure={"time_s": min(out["fail_step"][j] * dt, lengths[mid]),
                          "cause": cause_names(out["fail_mask"][j])} if failed else None,
+                play=play,
             ))
         if on_round is not None:
             on_round(results[new:])
         if progress is not None:
-            progress(len(all_ids) - len(ids) + len(results), len(all_ids))
-    played = iter(results)  # in the order of ``ids`` (repeats of a motion included)
-    return [done[i] if i in done else next(played) for i in all_ids]
+            progress(len(all_jobs) - len(jobs) + len(results), len(all_jobs))
+    played = iter(results)  # in the order of ``jobs`` (repeats of a motion in ``motion_ids`` included)
+    return [done[job] if job in done else next(played) for job in all_jobs]
 
 
 def summarize(results: list[MotionResult]) -> dict:
-    """Aggregates over motions: success rate, mean / median MPJPE and the other mean errors."""
+    """Aggregates over the plays (one per motion unless ``plays`` > 1): success rate and ``num_success`` count
+    plays, the errors are means / medians over plays; ``num_motions`` counts motions and
+    ``num_motions_every_play_success`` the motions none of whose plays failed (``results`` motion by motion, each
+    motion's plays in order, as :func:`evaluate_motions` returns them)."""
     import statistics
 
     def finite(key: str) -> list[float]:
@@ -299,6 +316,11 @@ def summarize(results: list[MotionResult]) -> dict:
         return statistics.median(vals) if vals else None
 
     n = len(results)
+    motions: list[list[MotionResult]] = []  # each motion's plays: a run from its play 0 (ids repeat across ranks)
+    for r in results:
+        if r.play == 0 or not motions:
+            motions.append([])
+        motions[-1].append(r)
     causes: dict[str, int] = {}
     for r in results:
         if r.failure:
@@ -306,8 +328,10 @@ def summarize(results: list[MotionResult]) -> dict:
             causes[c] = causes.get(c, 0) + 1
     total_len = sum(r.length_s for r in results)
     return {
-        "num_motions": n,
+        "num_motions": len(motions),
+        "num_plays": n,
         "num_success": sum(r.success for r in results),
+        "num_motions_every_play_success": sum(all(r.success for r in plays) for plays in motions),
         "success_rate": sum(r.success for r in results) / n if n else None,
         "mpjpe_global_mm": mean("mpjpe_global_mm"),
         "mpjpe_global_mm_median": median("mpjpe_global_mm"),

@@ -14,7 +14,7 @@ import numpy as np
 from simppo.eval.metrics import MotionResult
 from simppo.utils.files import atomic_write, atomic_write_text
 
-CSV_FIELDS = ("name", "success", "survival_s", "length_s", "mpjpe_global_mm", "mpjpe_local_mm",
+CSV_FIELDS = ("name", "play", "success", "survival_s", "length_s", "mpjpe_global_mm", "mpjpe_local_mm",
               "joint_angle_error_rad", "velocity_error_mps", "acceleration_error_mps2", "max_body_error_m",
               "failure_time_s", "failure_cause")
 FAILED_MANIFEST = "failed_motions.yaml"
@@ -31,17 +31,30 @@ def worst(results: list[MotionResult], k: int = 10) -> list[MotionResult]:
     return sorted(results, key=key)[:k]
 
 
+def label(r: MotionResult, plays: int = 1) -> str:
+    """A play's name in tables and charts: the motion's, with ``#k`` (1-based) when each motion was played more
+    than once."""
+    return f"{r.name} #{r.play + 1}" if plays > 1 else r.name
+
+
 def _fmt(v, spec: str = ".1f") -> str:
     return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
 
 
 def summary_table(report: dict, results: list[MotionResult], k: int = 10) -> str:
-    """The stdout summary: success rate, mean / median MPJPE, and the worst ``k`` motions."""
+    """The stdout summary: success rate, mean / median MPJPE, and the worst ``k`` plays (motions unless
+    ``report["plays"]`` > 1)."""
     s = report["summary"]
+    plays = int(report.get("plays", 1))
+    rate = f"({_fmt(100.0 * s['success_rate'] if s['success_rate'] is not None else None)}%)"
+    if plays > 1:
+        head = (f"  motions {s['num_motions']} x {plays} plays  success {s['num_success']}/{s['num_plays']} plays "
+                f"{rate}, every play of {s['num_motions_every_play_success']}/{s['num_motions']} motions  ")
+    else:
+        head = f"  motions {s['num_motions']}  success {s['num_success']}/{s['num_motions']} {rate}  "
     lines = [
         f"simppo-eval: {report['checkpoint']}",
-        f"  motions {s['num_motions']}  success {s['num_success']}/{s['num_motions']} "
-        f"({_fmt(100.0 * s['success_rate'] if s['success_rate'] is not None else None)}%)  "
+        head +
         f"survival {_fmt(100.0 * s['survival_fraction'] if s['survival_fraction'] is not None else None)}% of "
         "clip time",
         f"  MPJPE global mean {_fmt(s['mpjpe_global_mm'])} mm, median {_fmt(s['mpjpe_global_mm_median'])} mm; "
@@ -52,12 +65,12 @@ def summary_table(report: dict, results: list[MotionResult], k: int = 10) -> str
     ]
     rows = worst(results, k)
     if rows:
-        width = max(12, max(len(r.name) for r in rows))
+        width = max(12, max(len(label(r, plays)) for r in rows))
         lines.append(f"  worst {len(rows)}:")
         lines.append(f"    {'motion':<{width}}  ok  survival/length  MPJPE-g  MPJPE-l  failure")
         for r in rows:
             fail = f"{r.failure['cause']} @ {r.failure['time_s']:.2f}s" if r.failure else ""
-            lines.append(f"    {r.name:<{width}}  {'yes' if r.success else 'no ':<3} "
+            lines.append(f"    {label(r, plays):<{width}}  {'yes' if r.success else 'no ':<3} "
                          f"{r.survival_s:7.2f}/{r.length_s:<7.2f}  {_fmt(r.mpjpe_global_mm):>7}  "
                          f"{_fmt(r.mpjpe_local_mm):>7}  {fail}")
     return "\n".join(lines)
@@ -75,8 +88,8 @@ def csv_text(results: list[MotionResult]) -> str:
     return buf.getvalue()
 
 
-def write_bar_chart(path: Path, results: list[MotionResult], title: str = "") -> Path:
-    """Horizontal bars of the global MPJPE per motion (red: failed); the worst ``MAX_BARS`` when larger."""
+def write_bar_chart(path: Path, results: list[MotionResult], title: str = "", plays: int = 1) -> Path:
+    """Horizontal bars of the global MPJPE per play (red: failed); the worst ``MAX_BARS`` when larger."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,7 +101,7 @@ def write_bar_chart(path: Path, results: list[MotionResult], title: str = "") ->
     vals = [r.mpjpe_global_mm if math.isfinite(r.mpjpe_global_mm) else 0.0 for r in rows]
     colors = ["#2e8b57" if r.success else "#d0453a" for r in rows]
     ax.barh(range(len(rows)), vals, color=colors)
-    ax.set_yticks(range(len(rows)), [r.name for r in rows], fontsize=8)
+    ax.set_yticks(range(len(rows)), [label(r, plays) for r in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("MPJPE global (mm)  —  green: success, red: failed")
     suffix = f" (worst {MAX_BARS} of {len(results)})" if len(results) > MAX_BARS else ""
@@ -101,7 +114,8 @@ def write_bar_chart(path: Path, results: list[MotionResult], title: str = "") ->
 
 def write_failed_manifest(out_dir: Path, results: list[MotionResult], motion_lib, robot_name: str,
                           checkpoint: str) -> Path | None:
-    """The failed motions as a ``simppo-pack`` YAML manifest (``None`` when every motion succeeded).
+    """The failed motions as a ``simppo-pack`` YAML manifest (``None`` when every motion succeeded); a motion
+    with several failed plays is listed once.
 
     Each clip is written as ``failed_motions/<name>.npz`` (``fps``, ``root_pos``, ``root_quat`` wxyz,
     ``dof_pos`` in the robot config's joint order) from the loaded frames, so the manifest re-packs the
@@ -110,7 +124,11 @@ def write_failed_manifest(out_dir: Path, results: list[MotionResult], motion_lib
     """
     import yaml
 
-    failed = [r for r in results if not r.success]
+    failed, seen = [], set()
+    for r in results:
+        if not r.success and r.motion_id not in seen:
+            seen.add(r.motion_id)
+            failed.append(r)
     if not failed:
         return None
     clip_dir = out_dir / FAILED_DIR
@@ -154,7 +172,8 @@ def write_outputs(out_dir: Path, report: dict, results: list[MotionResult], moti
     paths = {"json": out_dir / "eval.json", "csv": out_dir / "eval.csv", "chart": out_dir / "eval_errors.png"}
     atomic_write_text(paths["json"], json.dumps(report, indent=1, allow_nan=False) + "\n")
     atomic_write_text(paths["csv"], csv_text(results))
-    write_bar_chart(paths["chart"], results, title=f"{Path(report['checkpoint']).name}: per-motion error")
+    write_bar_chart(paths["chart"], results, title=f"{Path(report['checkpoint']).name}: per-motion error",
+                    plays=int(report.get("plays", 1)))
     if motion_lib is not None:
         manifest = write_failed_manifest(out_dir, results, motion_lib, robot_name, report["checkpoint"])
         if manifest is not None:

@@ -131,6 +131,43 @@ def test_state_dict_restores_the_draws_and_the_random_state(env, sim_cfg):
     twin.close()
 
 
+def test_seeded_episodes_draw_by_key_whatever_their_env_slot(sim_cfg):
+    """``seed_episodes``: the same key draws the same randomization, observation noise and reset noise in any slot,
+    after any earlier episodes, and over the steps that follow; other keys draw otherwise."""
+    keys = [(0, 0), (0, 1), (0, 0), (1, 0), (2, 3), (0, 1)]
+
+    def play(e, ks):
+        e.reset()
+        e.step(torch.zeros(N, e.num_actions))  # the streams move on from the seed (and the reset-noise ramp)
+        e.seed_episodes(ks)
+        obs = [e.reset_to(torch.zeros(N, dtype=torch.int32), torch.zeros(N))["obs"].clone()]
+        draws = _draws(e)
+        for _ in range(3):
+            obs.append(e.step(torch.zeros(N, e.num_actions))[0]["obs"].clone())
+        return torch.stack(obs, 1), draws  # [N, steps, obs], {name: [N, ...]}
+
+    env = _env(sim_cfg, obs_noise=True)
+    obs, draws = play(env, keys)
+    for a, b in ((0, 2), (1, 5)):  # one key, two slots
+        assert torch.equal(obs[a], obs[b])
+        for k, v in draws.items():
+            assert torch.equal(v[a], v[b]), k
+    assert not torch.equal(obs[0], obs[1]) and not torch.equal(draws["default_joint_pos"][0],
+                                                                draws["default_joint_pos"][1])
+    order = [3, 0, 4, 1, 5, 2]  # the same keys in other slots, in a fresh env of the same seed
+    twin = _env(sim_cfg, obs_noise=True)
+    twin_obs, twin_draws = play(twin, [keys[i] for i in order])
+    assert torch.equal(twin_obs, obs[order])
+    for k, v in draws.items():
+        assert torch.equal(twin_draws[k], v[order]), k
+    other_seed = _env(sim_cfg, seed=1, obs_noise=True)
+    assert not torch.equal(play(other_seed, keys)[0], obs)
+    with pytest.raises(ValueError, match="5 keys for 6 envs"):
+        env.seed_episodes(keys[:5])
+    for e in (env, twin, other_seed):
+        e.close()
+
+
 def test_pushes_come_on_their_interval(sim_cfg):
     """Interval 0.1 s = 5 control steps: every 5th step the push adds exactly the drawn kick to the root's
     velocity (here +0.5 m/s along world x, 0.3 rad/s about world z), nothing in between; ``env.step`` pushes

@@ -199,3 +199,68 @@ def test_an_interrupted_evaluation_resumes_where_it_stopped(run_dir, tmp_path, m
     assert got == want
     assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", "resume=true"]) == 2
     assert "resume=true needs out=DIR" in capsys.readouterr().err
+
+
+def test_plays_k_times_each_under_randomization_whatever_the_envs(run_dir, tmp_path, capsys):
+    """``plays=2`` with deploy randomization and noise: two rows per motion, motion by motion; every play draws by
+    (motion, play), so 4 envs in 3 rounds give the rows of 12 envs in one; the plays of a motion differ."""
+    base = [f"checkpoint={run_dir / 'last.ckpt'}", "plays=2", "randomization=deploy", "obs_noise=true", "plot=false"]
+    assert eval_main([*base, f"out={tmp_path / 'a'}", "num_envs=4"]) == 0
+    out = capsys.readouterr().out
+    assert "6 motions x 2 plays on 4 envs (3 rounds)" in out and "plays" in out and "every play of" in out
+    report = json.loads((tmp_path / "a" / "eval.json").read_text())
+    rows = report["motions"]
+    assert report["plays"] == 2 and len(rows) == 12
+    assert [(m["name"], m["play"]) for m in rows[:4]] == [("stand_sway", 0), ("stand_sway", 1), ("squat", 0),
+                                                           ("squat", 1)]
+    s = report["summary"]
+    assert (s["num_motions"], s["num_plays"]) == (6, 12) and s["num_success"] == sum(m["success"] for m in rows)
+    assert any(rows[2 * i]["mpjpe_global_mm"] != rows[2 * i + 1]["mpjpe_global_mm"] for i in range(6))
+    csv_rows = list(csv.DictReader(open(tmp_path / "a" / "eval.csv")))
+    assert [int(r["play"]) for r in csv_rows] == [0, 1] * 6
+    failed = [e["name"] for e in yaml.safe_load((tmp_path / "a" / "failed_motions.yaml").read_text())["motions"]]
+    assert failed == list(dict.fromkeys(m["name"] for m in rows if not m["success"]))  # each motion once
+    assert eval_main([*base, f"out={tmp_path / 'b'}", "num_envs=12"]) == 0
+    assert json.loads((tmp_path / "b" / "eval.json").read_text())["motions"] == rows
+
+
+def test_an_interrupted_evaluation_of_several_plays_resumes_where_it_stopped(run_dir, tmp_path, monkeypatch,
+                                                                             capsys):
+    import simppo.eval.metrics as metrics
+
+    out = tmp_path / "ev"
+    args = [f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "num_envs=5", "resume=true", "plays=2",
+            "obs_noise=true", "plot=false"]
+    real = metrics.evaluate_motions
+
+    def interrupted(env, act, **kw):
+        keep = kw["on_round"]
+
+        def once_then_stop(new):
+            keep(new)
+            raise KeyboardInterrupt
+
+        return real(env, act, **{**kw, "on_round": once_then_stop})
+
+    monkeypatch.setattr(metrics, "evaluate_motions", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        eval_main(args)
+    monkeypatch.setattr(metrics, "evaluate_motions", real)
+    assert eval_main(args) == 0
+    assert "resuming: 5 plays already played" in capsys.readouterr().out
+    assert eval_main([args[0], f"out={tmp_path / 'whole'}", "num_envs=12", *args[4:]]) == 0
+    got, want = (json.loads((d / "eval.json").read_text())["motions"] for d in (out, tmp_path / "whole"))
+    assert [(m["name"], m["play"]) for m in got] == [(m["name"], m["play"]) for m in want]
+    assert got == want
+
+
+@pytest.mark.parametrize("plays, message", [
+    ("0", "plays=0: play each motion at least once"),
+    ("3", "plays=3: the plays of a motion differ only under randomization=deploy or obs_noise=true"),
+])
+def test_plays_that_cannot_differ_are_a_one_line_error(run_dir, tmp_path, capsys, plays, message):
+    out = tmp_path / "o"
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", f"plays={plays}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"simppo-eval: error: {message}"), err
+    assert not out.exists()

@@ -150,3 +150,32 @@ def test_summary_and_clip_steps():
     assert s["failure_causes"] == {"anchor_height": 1}
     assert s["survival_fraction"] == pytest.approx(5.0 / 6.0)
     assert clip_steps(4.0, 0.02) == 200 and clip_steps(4.01, 0.02) == 201 and clip_steps(0.0, 0.02) == 1
+
+
+def test_summary_counts_plays_and_the_motions_every_play_of_which_succeeds():
+    """Two motions played twice each (results motion by motion): success counts plays, ``num_motions`` motions;
+    a motion id shared by two motions (two ranks' parts) still counts them apart, by their runs of plays."""
+    from simppo.eval.metrics import MotionResult
+
+    def play(name, mid, k, ok):
+        return MotionResult(name, mid, ok, 2.0 if ok else 1.0, 2.0, 10.0, 5.0, 0.01, 0.1, 0.2, 0.3, 0.01,
+                            None if ok else {"time_s": 1.0, "cause": "ee_height"}, play=k)
+
+    s = summarize([play("a", 0, 0, True), play("a", 0, 1, True), play("b", 1, 0, True), play("b", 1, 1, False)])
+    assert (s["num_motions"], s["num_plays"], s["num_success"]) == (2, 4, 3)
+    assert s["success_rate"] == pytest.approx(0.75) and s["num_motions_every_play_success"] == 1
+    assert s["survival_fraction"] == pytest.approx(7.0 / 8.0) and s["failure_causes"] == {"ee_height": 1}
+    ranks = summarize([play("a", 0, 0, True), play("a", 0, 1, True), play("c", 0, 0, False), play("c", 0, 1, True)])
+    assert (ranks["num_motions"], ranks["num_motions_every_play_success"]) == (2, 1)
+
+
+def test_a_result_row_round_trips_and_a_row_without_play_is_play_0():
+    from simppo.eval.metrics import MotionResult
+
+    r = MotionResult("a", 3, False, 1.0, 2.0, 10.0, 5.0, 0.01, 0.1, 0.2, 0.3, 0.01,
+                     {"time_s": 1.0, "cause": "ee_height"}, play=2)
+    assert MotionResult.from_json(r.to_json()) == r
+    old = {k: v for k, v in r.to_json().items() if k != "play"}
+    assert MotionResult.from_json(old).play == 0
+    with pytest.raises(ValueError):
+        MotionResult.from_json({**old, "extra": 1})

@@ -24,7 +24,7 @@ import warp as wp
 from simppo.envs.base import Symmetry, VecEnv
 from simppo.envs.imitation.config import HumanoidImitationEnvCfg, action_reference_problem
 from simppo.envs.imitation.randomization import Randomizer
-from simppo.envs.imitation.rng import RNG_OBS_NOISE, RNG_RESET_NOISE, rng_states
+from simppo.envs.imitation.rng import RNG_OBS_NOISE, RNG_RANDOMIZATION, RNG_RESET_NOISE, keyed_rng_states, rng_states
 from simppo.envs.imitation.sampler import AdaptiveSampler
 from simppo.envs.imitation.symmetry import mirror_symmetry
 from simppo.kernels.imitation import spec
@@ -520,6 +520,21 @@ class HumanoidImitationEnv(VecEnv):
         self._compute_observations()
         self._start_history(self._wp_reset_mask)
         return self._obs
+
+    def seed_episodes(self, keys: list[tuple[int, ...]]) -> None:
+        """Re-seed each env's random streams of an episode (domain randomization, observation noise, reset noise)
+        from ``keys`` (one tuple of ints per env, e.g. ``(motion id, play)``), in place: what an episode started by
+        the next :meth:`reset_to` draws then depends on its key and the env's seed only, not on its env slot or what
+        that slot played before. An evaluation's plays are so the same in any number of envs, rounds or resumes, and
+        alike for every policy. Host work, once per round of plays; training never calls it."""
+        if len(keys) != self.num_envs:
+            raise ValueError(f"seed_episodes: {len(keys)} keys for {self.num_envs} envs")
+        if not (self.randomizer.enabled or self.cfg.obs_noise or self.reset_noise_rng.numel()):
+            return  # nothing is drawn per episode (a clean evaluation): spare the host the seeding
+        self.randomizer.rng.copy_(keyed_rng_states(self.seed, RNG_RANDOMIZATION, keys, self.device))
+        self.noise_rng.copy_(keyed_rng_states(self.seed, RNG_OBS_NOISE, keys, self.device))
+        if self.reset_noise_rng.numel():
+            self.reset_noise_rng.copy_(keyed_rng_states(self.seed, RNG_RESET_NOISE, keys, self.device))
 
     @on_torch_stream
     def step(self, actions: torch.Tensor):

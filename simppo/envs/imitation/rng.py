@@ -10,3 +10,11 @@ def rng_states(seed: int, stream: int, num_envs: int, device: str) -> torch.Tens
     """``[num_envs]`` distinct uint32 Warp random states (as int32 bits) for ``stream`` of ``seed``."""
     states = np.random.SeedSequence([int(seed), int(stream)]).generate_state(num_envs, dtype=np.uint32)
     return torch.from_numpy(states.view(np.int32).copy()).to(device)
+
+
+def keyed_rng_states(seed: int, stream: int, keys: list[tuple[int, ...]], device: str) -> torch.Tensor:
+    """``[len(keys)]`` Warp random states (as int32 bits), one per key (a tuple of ints): the same ``seed``,
+    ``stream`` and key give the same state, whichever env slot it lands in."""
+    states = np.array([np.random.SeedSequence([int(seed), int(stream), *map(int, key)]).generate_state(
+        1, dtype=np.uint32)[0] for key in keys], dtype=np.uint32)
+    return torch.from_numpy(states.view(np.int32).copy()).to(device)
