@@ -166,14 +166,10 @@ def test_out_that_is_a_file_or_holds_other_files(run_dir, tmp_path, capsys):
     assert (d / "thesis.tex").read_text() == "years"
 
 
-def test_an_interrupted_evaluation_resumes_where_it_stopped(run_dir, tmp_path, monkeypatch, capsys):
-    """``resume=true``: 6 motions in rounds of 2; interrupted after the first round, the same command plays the
-    other four only, and the report equals the uninterrupted evaluation's."""
+def interrupt_after_the_first_round(args: list[str], monkeypatch) -> None:
+    """``simppo-eval args``, interrupted (Ctrl-C) once its first round of plays is kept."""
     import simppo.eval.metrics as metrics
-    from simppo.utils.files import partial_directory
 
-    out = tmp_path / "ev"
-    args = [f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "num_envs=2", "resume=true"]
     real = metrics.evaluate_motions
 
     def interrupted(env, act, **kw):
@@ -185,12 +181,22 @@ def test_an_interrupted_evaluation_resumes_where_it_stopped(run_dir, tmp_path, m
 
         return real(env, act, **{**kw, "on_round": once_then_stop})
 
-    monkeypatch.setattr(metrics, "evaluate_motions", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        eval_main(args)
+    with monkeypatch.context() as patch:
+        patch.setattr(metrics, "evaluate_motions", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            eval_main(args)
+
+
+def test_an_interrupted_evaluation_resumes_where_it_stopped(run_dir, tmp_path, monkeypatch, capsys):
+    """``resume=true``: 6 motions in rounds of 2; interrupted after the first round, the same command plays the
+    other four only, and the report equals the uninterrupted evaluation's."""
+    from simppo.utils.files import partial_directory
+
+    out = tmp_path / "ev"
+    args = [f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "num_envs=2", "resume=true"]
+    interrupt_after_the_first_round(args, monkeypatch)
     assert "run the same command again to continue" in capsys.readouterr().err
     assert not out.exists() and (partial_directory(out) / "rounds.jsonl").is_file()
-    monkeypatch.setattr(metrics, "evaluate_motions", real)
     assert eval_main(args) == 0
     assert "resuming: 2 motions already played" in capsys.readouterr().out
     assert not partial_directory(out).exists() and not (out / "rounds.jsonl").exists()
@@ -226,26 +232,10 @@ def test_plays_k_times_each_under_randomization_whatever_the_envs(run_dir, tmp_p
 
 def test_an_interrupted_evaluation_of_several_plays_resumes_where_it_stopped(run_dir, tmp_path, monkeypatch,
                                                                              capsys):
-    import simppo.eval.metrics as metrics
-
     out = tmp_path / "ev"
     args = [f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "num_envs=5", "resume=true", "plays=2",
             "obs_noise=true", "plot=false"]
-    real = metrics.evaluate_motions
-
-    def interrupted(env, act, **kw):
-        keep = kw["on_round"]
-
-        def once_then_stop(new):
-            keep(new)
-            raise KeyboardInterrupt
-
-        return real(env, act, **{**kw, "on_round": once_then_stop})
-
-    monkeypatch.setattr(metrics, "evaluate_motions", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        eval_main(args)
-    monkeypatch.setattr(metrics, "evaluate_motions", real)
+    interrupt_after_the_first_round(args, monkeypatch)
     assert eval_main(args) == 0
     assert "resuming: 5 plays already played" in capsys.readouterr().out
     assert eval_main([args[0], f"out={tmp_path / 'whole'}", "num_envs=12", *args[4:]]) == 0
