@@ -197,7 +197,9 @@ def check_same_adaptive_sigma(saved_config: Path, cfg: TrainCfg) -> None:
         return  # off in both: the other keys do nothing
     for key, before in (("terms", []), ("per_motion", False), ("start_steps", 0)):
         was, now = saved.get(key, before), getattr(now_cfg, key)
-        if (list(was) if key == "terms" else was) != (list(now) if key == "terms" else now):
+        if key == "terms":  # a YAML list against the config's (ListConfig or list)
+            was, now = list(was), list(now)
+        if was != now:
             shown = f"[{','.join(was)}]" if key == "terms" else str(was).lower()
             raise UsageError(f"{saved_config}: the run was trained with env.adaptive_sigma.{key}={shown}; resume it "
                              f"with env.adaptive_sigma.{key}={shown} (its reward σ and env state follow that setting)")
