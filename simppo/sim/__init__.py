@@ -1,4 +1,8 @@
-"""Simulator backends behind :class:`SimBackend`; :func:`make_sim` picks one from ``SimCfg.name``."""
+"""Simulator backends behind :class:`SimBackend`; :func:`make_sim` picks one from ``SimCfg.name``.
+
+``MJWarpSim`` is imported on first use (``make_sim`` or ``from simppo.sim import MJWarpSim``): importing
+mujoco_warp defines its kernels in Python, seconds of start-up that a process on MuJoCo C never needs.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import torch
 from simppo.robot.config import RobotCfg
 from simppo.sim.base import SimBackend, SimState
 from simppo.sim.config import SIM_NAMES, SimCfg
-from simppo.sim.mjwarp import MJWarpSim
 from simppo.sim.mujoco_c import MuJoCoSim
 from simppo.utils.device import resolve_device
 
@@ -28,8 +31,16 @@ def make_sim(robot_cfg: RobotCfg | str, sim_cfg: SimCfg, num_envs: int, device: 
         from simppo.sim.mjx import MJXSim
 
         return MJXSim(robot_cfg, sim_cfg, num_envs=num_envs, device=device)
-    cls = MJWarpSim if name == "mjwarp" else MuJoCoSim
+    cls = __getattr__("MJWarpSim") if name == "mjwarp" else MuJoCoSim
     return cls(robot_cfg, sim_cfg, num_envs=num_envs, device=device)
+
+
+def __getattr__(name: str):
+    if name == "MJWarpSim":
+        from simppo.sim.mjwarp import MJWarpSim
+
+        return MJWarpSim
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["MJWarpSim", "MuJoCoSim", "SimBackend", "SimCfg", "SimState", "make_sim",
