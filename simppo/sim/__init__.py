@@ -31,15 +31,19 @@ def make_sim(robot_cfg: RobotCfg | str, sim_cfg: SimCfg, num_envs: int, device: 
         from simppo.sim.mjx import MJXSim
 
         return MJXSim(robot_cfg, sim_cfg, num_envs=num_envs, device=device)
-    cls = __getattr__("MJWarpSim") if name == "mjwarp" else MuJoCoSim
+    cls = _mjwarp_sim_class() if name == "mjwarp" else MuJoCoSim
     return cls(robot_cfg, sim_cfg, num_envs=num_envs, device=device)
+
+
+def _mjwarp_sim_class() -> type[SimBackend]:
+    from simppo.sim.mjwarp import MJWarpSim
+
+    return MJWarpSim
 
 
 def __getattr__(name: str):
     if name == "MJWarpSim":
-        from simppo.sim.mjwarp import MJWarpSim
-
-        return MJWarpSim
+        return _mjwarp_sim_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -1,5 +1,8 @@
 """Both simulator backends (MJWarpSim on Warp CPU, MuJoCoSim on MuJoCo C) against the SimBackend contract."""
 
+import subprocess
+import sys
+
 import mujoco
 import numpy as np
 import pytest
@@ -55,6 +58,22 @@ def test_make_sim_picks_backend():
     assert isinstance(make_sim("g1", SimCfg(name="auto"), num_envs=1, device="cpu"), MuJoCoSim)
     with pytest.raises(ValueError, match="unknown backend"):
         make_sim("g1", SimCfg(name="physx"), num_envs=1, device="cpu")
+
+
+def test_a_process_on_mujoco_c_never_imports_mujoco_warp():
+    """The CPU default's start-up skips mujoco_warp (seconds of kernel definitions); MJWarp still loads on demand."""
+    code = """
+import sys
+import simppo.cli.train
+from simppo.sim import SimCfg, make_sim
+make_sim("g1", SimCfg(name="auto"), num_envs=1, device="cpu")
+assert "mujoco_warp" not in sys.modules, "imported by the MuJoCo C path"
+from simppo.sim import MJWarpSim
+assert "mujoco_warp" in sys.modules and MJWarpSim.__name__ == "MJWarpSim"
+assert type(make_sim("g1", SimCfg(name="mjwarp"), num_envs=1, device="cpu")) is MJWarpSim
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_mujoco_backend_needs_cpu():
