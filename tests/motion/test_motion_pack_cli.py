@@ -1,6 +1,8 @@
-"""simppo-pack validation errors (file:row:col), --force, atomic output."""
+"""simppo-pack validation errors (file:row:col), --force, atomic output, and its start-up."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import simppo.motion.format as fmt
 from simppo.cli.pack import main
 from simppo.motion import MotionLib
 from simppo.motion import pack as pack_mod
+from simppo.paths import MOTIONS_DIR
 from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
 
 
@@ -170,3 +173,19 @@ def test_interrupted_pack_leaves_nothing(tmp_path, monkeypatch, capsys, exc):
         )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(os.listdir(tmp_path)) == ["c0.csv", "c1.csv", "c2.csv", "out"]
+
+
+def test_packing_never_imports_torch_or_warp(tmp_path):
+    """simppo-pack (and each of its worker processes) starts without torch and Warp; MotionLib loads on demand."""
+    clip = tmp_path / "squat.csv"
+    clip.write_text((MOTIONS_DIR / "squat.csv").read_text())
+    code = f"""
+import sys
+from simppo.cli.pack import main
+assert main([{str(clip)!r}, "--robot", "g1", "--out", {str(tmp_path / "pack")!r}, "--workers", "1"]) == 0
+assert "torch" not in sys.modules and "warp" not in sys.modules, "imported while packing"
+from simppo.motion import MotionLib
+assert "torch" in sys.modules and MotionLib([{str(tmp_path / "pack")!r}]).num_motions == 1
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
