@@ -28,7 +28,7 @@ def world_param_values(m: mujoco.MjModel, num_worlds: int) -> dict[str, np.ndarr
     out = {}
     for name in WORLD_PARAM_FIELDS:
         value = np.asarray(getattr(m, name), dtype=np.float32)
-        out[name] = np.ascontiguousarray(np.broadcast_to(value, (num_worlds, *value.shape)))
+        out[name] = np.broadcast_to(value, (num_worlds, *value.shape)).copy()  # writable, also for one world
     return out
 
 

@@ -18,8 +18,9 @@ import pytest
 import torch
 import warp as wp
 
+from simppo.robot import load_mj_model
 from simppo.sim import MJWarpSim, MuJoCoSim, SimCfg
-from simppo.sim.base import WORLD_PARAM_FIELDS
+from simppo.sim.base import WORLD_PARAM_FIELDS, world_param_values
 
 N, STEPS = 5, 10
 TOL = {"mujoco": {"qpos": 1e-5, "qvel": 1e-5}, "mjwarp": {"qpos": 1e-4, "qvel": 2e-3}}
@@ -92,3 +93,15 @@ def test_each_world_steps_with_its_own_parameters(backend):
         same_start = _reference(sim.mj_model, {}, qpos0[w], qvel0[w], ctrl[w], sim.decimation)
         assert np.abs(ref[w][1] - same_start[1]).max() > 20 * tol["qvel"], w
     sim.close()
+
+
+@pytest.mark.parametrize("num_worlds", [1, 3])
+def test_world_param_buffers_are_writable_copies(num_worlds):
+    """One world too (a viewer under randomization): the buffers the randomizer writes are the worlds' own."""
+    m = load_mj_model("g1")
+    before = {name: np.array(getattr(m, name)) for name in WORLD_PARAM_FIELDS}
+    for name, v in world_param_values(m, num_worlds).items():
+        assert v.shape[0] == num_worlds and v.flags.writeable and v.flags.c_contiguous, name
+        v[...] = -1.0
+    for name in WORLD_PARAM_FIELDS:  # the model keeps its values
+        np.testing.assert_array_equal(getattr(m, name), before[name])
