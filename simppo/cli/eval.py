@@ -5,7 +5,8 @@ per-motion error chart and the failed-motions manifest to ``<run_dir>/eval/<time
 ``viewer=`` also shows the play (native window, web page, MP4 + contact sheet). ``sim=mujoco|mjwarp`` plays
 on another simulator backend than the run's (sim-to-sim; ``sim=mujoco`` runs on the CPU), and
 ``randomization=deploy obs_noise=true`` with domain randomization and observation noise (sim-to-real);
-``plays=K`` plays each motion K times under them (each play draws its own) and reports every play.
+``plays=K`` plays each motion K times under them (each play draws its own) and reports every play;
+``viewer=video`` then records every play, and each viewer shows the evaluation's own draws of a play.
 Many motions play in rounds of ``num_envs`` with a progress bar and the time left; with ``resume=true out=DIR``
 an interrupted evaluation keeps the motions played so far (``.<DIR>.partial``) and the same command continues.
 Every key is typed by :class:`simppo.eval.config.EvalCfg`. Bad input is one line,
@@ -233,12 +234,13 @@ def run_video(cfg, run, device: str, out_dir: Path, final_dir: Path | None = Non
     except ValueError as exc:
         raise EvalInputError(str(exc)) from None
     written = []
-    for i in ids:
+    for i, play in ((i, play) for i in ids for play in range(cfg.plays)):
         t0 = time.perf_counter()
-        paths = record_motion(player, renderer, i, out_dir / "videos", cfg.video.seconds, _safe_name(names[i]))
+        stem = _safe_name(names[i]) + (f"_play{play}" if cfg.plays > 1 else "")
+        paths = record_motion(player, renderer, i, out_dir / "videos", cfg.video.seconds, stem, play)
         shown = {k: _final_path(p, out_dir, final_dir) for k, p in paths.items()}
-        print(f"{PROG}: {names[i]}: {shown['video']} ({time.perf_counter() - t0:.1f} s), {shown['sheet']}",
-              flush=True)
+        label = names[i] + (f" play {play}" if cfg.plays > 1 else "")
+        print(f"{PROG}: {label}: {shown['video']} ({time.perf_counter() - t0:.1f} s), {shown['sheet']}", flush=True)
         written.append(shown)
     renderer.close()
     player.env.close()

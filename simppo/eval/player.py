@@ -39,7 +39,11 @@ class Frame:
 
 
 class Player:
-    """Plays motion ``motion_id`` of ``env`` (one env) with ``act(obs) -> actions``; loops at the clip end."""
+    """Plays motion ``motion_id`` of ``env`` (one env) with ``act(obs) -> actions``; loops at the clip end.
+
+    Under randomization or observation noise each start draws as play ``play`` of the motion draws in
+    :func:`simppo.eval.metrics.evaluate_motions` (keyed by (motion id, play), :meth:`seed_episodes`), so the
+    viewers show the very plays that ``eval.json`` reports; a loop restart replays the same draws."""
 
     def __init__(self, env, act: Callable, motion_id: int = 0):
         if env.num_envs != 1:
@@ -51,6 +55,7 @@ class Player:
         self.slow_motion = False
         self.show_ghost = True
         self.motion_id = int(motion_id) % len(self.motion_names)
+        self.play = 0
         self.reset()
 
     # ----------------------------------------------------------------- controls
@@ -58,12 +63,16 @@ class Player:
     def speed(self) -> float:
         return SLOW_MOTION if self.slow_motion else 1.0
 
-    def reset(self, motion_id: int | None = None, time_s: float = 0.0) -> Frame:
-        """Put the robot on the reference of ``motion_id`` (default: the current one) at ``time_s``."""
+    def reset(self, motion_id: int | None = None, time_s: float = 0.0, play: int | None = None) -> Frame:
+        """Put the robot on the reference of ``motion_id`` (default: the current one) at ``time_s``, drawing as
+        play ``play`` (default: the current one) of that motion."""
         if motion_id is not None:
             self.motion_id = int(motion_id) % len(self.motion_names)
+        if play is not None:
+            self.play = int(play)
         time_s = float(min(max(time_s, 0.0), self.lengths[self.motion_id]))
         dev = self.env.device
+        self.env.seed_episodes([(self.motion_id, self.play)])
         self.obs = self.env.reset_to(torch.tensor([self.motion_id], dtype=torch.int32, device=dev),
                                      torch.tensor([time_s], device=dev))
         self.failure: str | None = None

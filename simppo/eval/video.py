@@ -141,9 +141,9 @@ def write_png(path: str | Path, image: np.ndarray) -> Path:
 
 
 def record_motion(player: Player, renderer: FrameRenderer, motion_id: int, out_dir: Path,
-                  seconds: float | None = None, stem: str | None = None) -> dict[str, Path]:
-    """``<stem>.mp4`` and ``<stem>_sheet.png`` of one motion (stem: the motion name)."""
-    player.reset(motion_id)
+                  seconds: float | None = None, stem: str | None = None, play: int = 0) -> dict[str, Path]:
+    """``<stem>.mp4`` and ``<stem>_sheet.png`` of play ``play`` of one motion (stem: the motion name)."""
+    player.reset(motion_id, play=play)
     images, fps = record(player, renderer, seconds)
     stem = stem or player.motion_names[motion_id]
     dt = 1.0 / fps

@@ -178,3 +178,47 @@ def test_training_video_hook(loaded_run, tmp_path):
     runner = SimpleNamespace(algorithm=SimpleNamespace(model=build_model(loaded_run)), epoch=7)
     assert hook(runner) is None
     assert (tmp_path / "videos" / "epoch_7.mp4").stat().st_size > 0
+
+
+def test_the_player_plays_the_evaluations_draws_of_a_play(loaded_run):
+    """Under deploy randomization and noise, the player's start of (motion, play) draws what the evaluation's play of
+    that key draws in whatever env slot: the same trajectory; another play of the motion goes otherwise."""
+    import torch
+
+    from simppo.eval.loading import build_model, make_eval_env
+    from simppo.eval.player import Player
+
+    model = build_model(loaded_run)
+    batch = make_eval_env(loaded_run, 4, "cpu", randomization="deploy", obs_noise=True)
+    keys = [(0, 0), (1, 1), (2, 1), (3, 0)]  # the evaluator's (motion id, play) slots
+    batch.seed_episodes(keys)
+    obs = batch.reset_to(torch.tensor([m for m, _ in keys], dtype=torch.int32), torch.zeros(4))
+    want = []
+    for _ in range(25):
+        obs, *_ = batch.step(model.act_inference(obs))
+        want.append(batch.sim.qpos[2].clone())
+    batch.close()
+    one = make_eval_env(loaded_run, 1, "cpu", randomization="deploy", obs_noise=True)
+    player = Player(one, model.act_inference)
+
+    def trajectory(play: int) -> list[torch.Tensor]:
+        player.reset(2, play=play)
+        return [player.step().qpos.copy() for _ in range(25)]
+
+    got, other = trajectory(1), trajectory(0)
+    one.close()
+    assert player.play == 0 and player.motion_id == 2
+    np.testing.assert_allclose(np.stack(got), torch.stack(want).numpy(), atol=1e-5)
+    assert np.abs(np.stack(other) - np.stack(got)).max() > 1e-3
+
+
+def test_video_records_every_play(run_dir, tmp_path, capsys):
+    from simppo.cli.eval import main as eval_main
+
+    out = tmp_path / "ev"
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "viewer=video", "metrics=false",
+                      "plays=2", "randomization=deploy", "video.motions=[squat]", "video.seconds=0.2",
+                      "video.width=64", "video.height=48"]) == 0
+    assert sorted(p.name for p in (out / "videos").iterdir()) == [
+        "squat_play0.mp4", "squat_play0_sheet.png", "squat_play1.mp4", "squat_play1_sheet.png"]
+    assert "squat play 1:" in capsys.readouterr().out
