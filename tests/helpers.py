@@ -1,5 +1,8 @@
 """Shared test helpers (``from tests.helpers import ...``)."""
 
+import subprocess
+import sys
+
 import torch
 from lightning_fabric import Fabric
 
@@ -154,3 +157,10 @@ def play_clips(cfg, model, num_motions: int, copies: int = 1, device: str = "cpu
                                 max_body_error_m=max_body_error_m)
     finally:
         env.close()
+
+
+def run_fresh_python(code: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``code`` with ``python -c`` in a new process (nothing imported or initialised yet); it must succeed."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc

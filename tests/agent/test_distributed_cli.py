@@ -15,9 +15,8 @@ import time
 import pytest
 
 from simppo.agent.checkpoint import load_checkpoint
-from tests.agent.test_distributed import rendezvous_store, torchrun_env
+from tests.agent.test_distributed import TIMEOUT_S, rendezvous_store, torchrun_env
 
-TIMEOUT_S = 180  # a guard against a hung rank, not a speed check (a loaded 2-core machine is slow)
 ARGS = ["env=pendulum", "agent=ppo_small", "device=cpu", "num_envs=8", "agent.num_steps=8", "logger=none",
         "progress_bar=false", "log_every=1", "agent.save_last_every=1"]
 

@@ -64,12 +64,9 @@ def test_gae_writes_in_place_into_given_buffers():
 
 def test_discount_values_works_in_a_fresh_process():
     """Every public entry point initialises Warp itself (nothing else has run first)."""
-    import subprocess
-    import sys
+    from tests.helpers import run_fresh_python
 
     code = ("import torch; from simppo.kernels.gae import discount_values; "
             "a = discount_values(torch.zeros(3, 2), torch.ones(3, 2), torch.ones(3, 2), torch.ones(3, 2), 0.9, 0.9); "
             "print(a.shape)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert "torch.Size([3, 2])" in out.stdout
+    assert "torch.Size([3, 2])" in run_fresh_python(code, timeout=300).stdout

@@ -1,8 +1,6 @@
 """simppo-pack validation errors (file:row:col), --force, atomic output, and its start-up."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,6 +10,7 @@ from simppo.cli.pack import main
 from simppo.motion import MotionLib
 from simppo.motion import pack as pack_mod
 from simppo.paths import MOTIONS_DIR
+from tests.helpers import run_fresh_python
 from tests.motion.motion_testutil import tiny_clip, tiny_robot, write_csv
 
 
@@ -187,5 +186,4 @@ assert "torch" not in sys.modules and "warp" not in sys.modules, "imported while
 from simppo.motion import MotionLib
 assert "torch" in sys.modules and MotionLib([{str(tmp_path / "pack")!r}]).num_motions == 1
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_fresh_python(code)

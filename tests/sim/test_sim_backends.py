@@ -1,8 +1,5 @@
 """Both simulator backends (MJWarpSim on Warp CPU, MuJoCoSim on MuJoCo C) against the SimBackend contract."""
 
-import subprocess
-import sys
-
 import mujoco
 import numpy as np
 import pytest
@@ -10,6 +7,7 @@ import torch
 
 from simppo.robot import load_mj_model
 from simppo.sim import MJWarpSim, MuJoCoSim, SimBackend, SimCfg, make_sim
+from tests.helpers import run_fresh_python
 
 DEVICE = "cpu"
 N = 4
@@ -72,8 +70,7 @@ from simppo.sim import MJWarpSim
 assert "mujoco_warp" in sys.modules and MJWarpSim.__name__ == "MJWarpSim"
 assert type(make_sim("g1", SimCfg(name="mjwarp"), num_envs=1, device="cpu")) is MJWarpSim
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_fresh_python(code)
 
 
 def test_mujoco_backend_needs_cpu():
