@@ -212,7 +212,7 @@ def make_player(cfg, run, device: str):
     env = make_eval_env(run, 1, device, cfg.motion.files, cfg.sim, kinematic_replay=cfg.kinematic_replay or None,
                         randomization=cfg.randomization, obs_noise=cfg.obs_noise)
     model = build_model(run, device)
-    return Player(env, model.act_inference)
+    return Player(env, model.act_inference, plays=cfg.plays)
 
 
 def run_video(cfg, run, device: str, out_dir: Path, final_dir: Path | None = None) -> list[dict[str, Path]]:

@@ -14,7 +14,7 @@ import time
 import mujoco
 
 from simppo.eval.player import Frame, Player
-from simppo.eval.scene import KEY_HELP, add_ghost, handle_key, overlay_text, visual_geoms
+from simppo.eval.scene import add_ghost, handle_key, key_help, overlay_text, visual_geoms
 
 
 class NativeSession:
@@ -68,7 +68,7 @@ class NativeSession:
                 add_ghost(scn, self.model, self.frame.ref_body_pos, self.frame.ref_body_quat, self.geoms)
         handle.set_texts([
             (mujoco.mjtFontScale.mjFONTSCALE_150, mujoco.mjtGridPos.mjGRID_TOPLEFT, left, right),
-            (mujoco.mjtFontScale.mjFONTSCALE_100, mujoco.mjtGridPos.mjGRID_BOTTOMLEFT, KEY_HELP, ""),
+            (mujoco.mjtFontScale.mjFONTSCALE_100, mujoco.mjtGridPos.mjGRID_BOTTOMLEFT, key_help(self.player), ""),
         ])
 
     def run(self, handle, max_steps: int | None = None) -> None:

@@ -36,6 +36,7 @@ class Frame:
     ref_body_quat: np.ndarray
     body_error_m: float
     failure: str | None  # "anchor_height @ 1.24 s" once the play has failed (it keeps playing)
+    play: int = 0  # which play of the motion (its draws under randomization or noise)
 
 
 class Player:
@@ -43,11 +44,15 @@ class Player:
 
     Under randomization or observation noise each start draws as play ``play`` of the motion draws in
     :func:`simppo.eval.metrics.evaluate_motions` (keyed by (motion id, play), :meth:`seed_episodes`), so the
-    viewers show the very plays that ``eval.json`` reports; a loop restart replays the same draws."""
+    viewers show the very plays that ``eval.json`` reports; a loop restart replays the same draws. ``plays`` is
+    how many plays of each motion the viewer steps through (``simppo-eval plays=K``)."""
 
-    def __init__(self, env, act: Callable, motion_id: int = 0):
+    def __init__(self, env, act: Callable, motion_id: int = 0, plays: int = 1):
         if env.num_envs != 1:
             raise ValueError(f"Player needs a one-env env, got num_envs={env.num_envs}")
+        if plays < 1:
+            raise ValueError(f"Player needs plays >= 1, got {plays}")
+        self.plays = int(plays)
         self.env, self.act = env, act
         self.motion_names = list(env.motion_lib.motion_names)
         self.lengths = env.motion_lib.motion_lengths.cpu().tolist()
@@ -88,6 +93,13 @@ class Player:
 
     def prev_motion(self) -> Frame:
         return self.reset(self.motion_id - 1)
+
+    def next_play(self) -> Frame:
+        """The motion's next play (its own draws) from t = 0; wraps around after play ``plays - 1``."""
+        return self.reset(self.motion_id, play=(self.play + 1) % self.plays)
+
+    def prev_play(self) -> Frame:
+        return self.reset(self.motion_id, play=(self.play - 1) % self.plays)
 
     def toggle_pause(self) -> bool:
         self.paused = not self.paused
@@ -130,5 +142,5 @@ class Player:
             body_quat=env.sim.xquat[0].cpu().numpy().astype(np.float64),
             ref_body_pos=env.ref.body_pos_w[0, 0].cpu().numpy().astype(np.float64),
             ref_body_quat=env.ref.body_quat_w[0, 0].cpu().numpy().astype(np.float64),
-            body_error_m=err, failure=self.failure,
+            body_error_m=err, failure=self.failure, play=self.play,
         )

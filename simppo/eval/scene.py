@@ -4,8 +4,8 @@
   poses, appended to any ``mjvScene`` (the native viewer's ``user_scn`` or a ``Renderer``'s scene).
 - :func:`overlay_text`: the motion name, time, body error, state and key help shown as text.
 - :data:`KEYS` / :func:`handle_key`: the native viewer's keys (GLFW key codes) → :class:`Player` actions.
-  Arrows, space and backspace are used because MuJoCo's viewer binds most letters to its own
-  visualisation toggles.
+  Arrows, space, backspace and PageUp / PageDown (the plays of a motion) are used because MuJoCo's viewer binds
+  most letters to its own visualisation toggles.
 - :func:`track_camera`: a free camera that follows the root body.
 """
 
@@ -21,6 +21,7 @@ VISIBLE_GROUPS = (0, 1, 2)  # MuJoCo's default visible geom groups (simppo's MJC
 
 # GLFW key codes
 KEY_SPACE, KEY_BACKSPACE, KEY_RIGHT, KEY_LEFT, KEY_DOWN, KEY_UP = 32, 259, 262, 263, 264, 265
+KEY_PAGE_UP, KEY_PAGE_DOWN = 266, 267
 KEYS = {
     KEY_RIGHT: ("next motion", Player.next_motion),
     KEY_LEFT: ("previous motion", Player.prev_motion),
@@ -28,8 +29,16 @@ KEYS = {
     KEY_BACKSPACE: ("reset", Player.reset),
     KEY_UP: ("toggle ghost", Player.toggle_ghost),
     KEY_DOWN: ("slow motion", Player.toggle_slow_motion),
+    KEY_PAGE_DOWN: ("next play", Player.next_play),
+    KEY_PAGE_UP: ("previous play", Player.prev_play),
 }
 KEY_HELP = "Right/Left: next/previous motion   Space: pause   Backspace: reset   Up: ghost   Down: slow motion"
+PLAYS_KEY_HELP = "   PageDown/PageUp: next/previous play"
+
+
+def key_help(player: Player | None = None) -> str:
+    """The key line of the overlay (the play keys only where the player has several plays)."""
+    return KEY_HELP + (PLAYS_KEY_HELP if player is not None and player.plays > 1 else "")
 
 
 def handle_key(player: Player, keycode: int) -> str | None:
@@ -104,6 +113,9 @@ def overlay_text(frame: Frame, player: Player | None = None) -> tuple[str, str]:
             state += " (" + ", ".join(flags) + ")"
     values = [f"{frame.motion_name} ({frame.motion_id + 1}/{len(player.motion_names) if player else '?'})",
               f"{frame.time_s:5.2f} / {frame.length_s:.2f} s", f"{1000.0 * frame.body_error_m:.0f} mm", state]
+    if player is not None and player.plays > 1:  # plays are numbered as eval.csv and the video files number them
+        labels.insert(1, "play")
+        values.insert(1, f"{frame.play} (0-{player.plays - 1})")
     return "\n".join(labels), "\n".join(values)
 
 

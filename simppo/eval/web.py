@@ -1,7 +1,8 @@
 """``viewer=web``: a browser viewer (viser) for machines where no window can open, e.g. remote GPU servers.
 
 The page shows the policy-driven robot (orange) and the translucent reference ghost (blue), a motion
-selector, play/pause and reset buttons, a time slider, ghost / slow-motion switches and a status line
+selector (and a play selector where the player has several plays: ``simppo-eval plays=K``), play/pause and reset
+buttons, a time slider, ghost / slow-motion switches and a status line
 with the motion name, time and live body error. Widgets only queue commands; the stepping thread
 applies them between control steps, so the env is touched by one thread only.
 """
@@ -136,25 +137,29 @@ class WebViewer:
                     handle.position = frame.ref_body_pos[b - 1]
                     handle.wxyz = frame.ref_body_quat[b - 1]
             now = time.monotonic()
-            state = (frame.motion_name, self.player.paused, frame.failure)
+            state = (frame.motion_name, frame.play, self.player.paused, frame.failure)
             if now - self._gui_time >= GUI_PERIOD_S or state != self._gui_state:
                 # widgets at ~10 Hz: a page re-laid out 50 times a second is slow to use (and to test)
                 motion_changed = self._gui_state is None or frame.motion_name != self._gui_state[0]
+                play_changed = self._gui_state is None or frame.play != self._gui_state[1]
                 self._gui_time, self._gui_state = now, state
-                self.status.content = self.status_text(frame)
+                self.status.content = self.status_text(frame, self.player.plays)
                 self.time_slider.max = max(frame.length_s, 1e-3)
                 self.time_slider.value = round(min(frame.time_s, frame.length_s), 2)
                 # the selector follows the player only when the player's motion changed: a pick the stepping
                 # thread has not applied yet must not be overwritten by the old motion (the pick would be lost)
                 if motion_changed and self.motion.value != frame.motion_name:
                     self.motion.value = frame.motion_name
+                if self.play_select is not None and play_changed and self.play_select.value != str(frame.play):
+                    self.play_select.value = str(frame.play)
                 self.play_button.label = "Play" if self.player.paused else "Pause"
         self.frames_shown += 1
 
     @staticmethod
-    def status_text(frame: Frame) -> str:
+    def status_text(frame: Frame, plays: int = 1) -> str:
         state = f"FAILED: {frame.failure}" if frame.failure else "tracking"
-        return (f"**motion:** {frame.motion_name}  \n**time:** {frame.time_s:.2f} / {frame.length_s:.2f} s  \n"
+        play = f"**play:** {frame.play} (0-{plays - 1})  \n" if plays > 1 else ""
+        return (f"**motion:** {frame.motion_name}  \n{play}**time:** {frame.time_s:.2f} / {frame.length_s:.2f} s  \n"
                 f"**body error:** {1000.0 * frame.body_error_m:.0f} mm  \n**state:** {state}")
 
     # ------------------------------------------------------------------- GUI
@@ -162,13 +167,16 @@ class WebViewer:
         gui, p = self.server.gui, self.player
         self.motion = gui.add_dropdown("Motion", options=tuple(p.motion_names),
                                        initial_value=p.motion_names[p.motion_id])
+        # each play draws its own randomization and noise, numbered as in eval.csv and the video files
+        self.play_select = (gui.add_dropdown("Play", options=tuple(str(k) for k in range(p.plays)),
+                                             initial_value=str(p.play)) if p.plays > 1 else None)
         self.play_button = gui.add_button("Pause")
         self.reset_button = gui.add_button("Reset")
         self.time_slider = gui.add_slider("Time (s)", min=0.0, max=max(p.lengths[p.motion_id], 1e-3), step=0.01,
                                           initial_value=0.0)
         self.ghost_box = gui.add_checkbox("Ghost", initial_value=p.show_ghost)
         self.slow_box = gui.add_checkbox("Slow motion", initial_value=p.slow_motion)
-        self.status = gui.add_markdown(self.status_text(p.frame))
+        self.status = gui.add_markdown(self.status_text(p.frame, p.plays))
 
         def from_client(fn):
             def handler(event) -> None:
@@ -177,6 +185,8 @@ class WebViewer:
             return handler
 
         self.motion.on_update(from_client(lambda e: self.commands.put(("select", self.motion.value))))
+        if self.play_select is not None:
+            self.play_select.on_update(from_client(lambda e: self.commands.put(("play", int(self.play_select.value)))))
         self.time_slider.on_update(from_client(lambda e: self.commands.put(("seek", float(self.time_slider.value)))))
         self.ghost_box.on_update(from_client(lambda e: self.commands.put(("ghost", bool(self.ghost_box.value)))))
         self.slow_box.on_update(from_client(lambda e: self.commands.put(("slow", bool(self.slow_box.value)))))
@@ -192,6 +202,8 @@ class WebViewer:
                 return
             if cmd == "select":
                 p.select(arg)
+            elif cmd == "play":
+                p.reset(p.motion_id, play=arg)
             elif cmd == "seek":
                 p.reset(p.motion_id, arg)
             elif cmd == "ghost":

@@ -13,11 +13,14 @@ from simppo.eval.scene import (
     KEY_BACKSPACE,
     KEY_DOWN,
     KEY_LEFT,
+    KEY_PAGE_DOWN,
+    KEY_PAGE_UP,
     KEY_RIGHT,
     KEY_SPACE,
     KEY_UP,
     add_ghost,
     handle_key,
+    key_help,
     overlay_text,
     visual_geoms,
 )
@@ -210,6 +213,66 @@ def test_the_player_plays_the_evaluations_draws_of_a_play(loaded_run):
     assert player.play == 0 and player.motion_id == 2
     np.testing.assert_allclose(np.stack(got), torch.stack(want).numpy(), atol=1e-5)
     assert np.abs(np.stack(other) - np.stack(got)).max() > 1e-3
+
+
+@pytest.fixture
+def noisy_player(loaded_run):
+    """A one-env player under deploy randomization and observation noise, stepping through 3 plays."""
+    from simppo.eval.loading import build_model, make_eval_env
+    from simppo.eval.player import Player
+
+    env = make_eval_env(loaded_run, 1, "cpu", randomization="deploy", obs_noise=True)
+    yield Player(env, build_model(loaded_run).act_inference, motion_id=1, plays=3)
+    env.close()
+
+
+def test_play_keys_step_through_the_plays_of_a_motion(noisy_player):
+    """PageDown / PageUp restart the motion as its next / previous play (wrapping around), which is what a reset
+    to that play draws; the overlay names the play only when there are several."""
+    p = noisy_player
+
+    def trajectory() -> np.ndarray:
+        return np.stack([p.step().qpos.copy() for _ in range(15)])
+
+    play0 = trajectory()
+    assert handle_key(p, KEY_PAGE_DOWN) == "next play"
+    assert (p.play, p.motion_id, p.frame.play, p.frame.time_s) == (1, 1, 1, 0.0)
+    play1 = trajectory()
+    assert np.abs(play1 - play0).max() > 1e-3  # another play draws otherwise
+    p.reset(1, play=1)
+    np.testing.assert_allclose(trajectory(), play1, atol=1e-6)
+    handle_key(p, KEY_PAGE_UP)
+    assert p.play == 0
+    np.testing.assert_allclose(trajectory(), play0, atol=1e-6)
+    assert handle_key(p, KEY_PAGE_UP) == "previous play" and p.play == 2  # wraps around
+    handle_key(p, KEY_RIGHT)
+    assert (p.motion_id, p.play) == (2, 2)  # another motion keeps the play
+    labels, values = overlay_text(p.frame, p)
+    assert labels.split("\n")[1] == "play" and values.split("\n")[1] == "2 (0-2)"
+    assert "PageDown" in key_help(p)
+
+
+def test_one_play_shows_no_play_controls(player):
+    assert player.plays == 1 and "play" not in overlay_text(player.frame, player)[0]
+    assert "PageDown" not in key_help(player)
+    handle_key(player, KEY_PAGE_DOWN)
+    assert player.play == 0
+
+
+def test_web_viewer_play_selector(noisy_player):
+    """The page's play selector (only with several plays) queues a restart as that play, applied between steps."""
+    from simppo.eval.web import WebViewer
+
+    viewer = WebViewer(noisy_player, noisy_player.env.sim.mj_model, "127.0.0.1", 0)
+    try:
+        assert viewer.play_select is not None and tuple(viewer.play_select.options) == ("0", "1", "2")
+        viewer.show(noisy_player.step())
+        viewer.commands.put(("play", 2))
+        viewer.run(max_steps=3)
+        assert noisy_player.play == 2 and noisy_player.frame.time_s == pytest.approx(3 * noisy_player.env.dt)
+        assert viewer.play_select.value == "2" and "**play:** 2 (0-2)" in viewer.status.content
+    finally:
+        viewer.stop()
 
 
 def test_video_records_every_play(run_dir, tmp_path, capsys):
