@@ -76,6 +76,18 @@ def test_off_eval_and_kinematic_replay_start_on_the_reference(sim_cfg):
     assert played.reset_noise.enabled is False
 
 
+def test_starts_at_the_clip_start_stay_on_the_reference_when_asked(sim_cfg):
+    """``at_clip_start=false``: the resets that start their motion at t = 0 start on the reference (as a play from
+    t = 0 does), the others off it; on by default, t = 0 starts are perturbed like any other."""
+    for at_clip_start in (False, True):
+        env = _env(sim_cfg, noise=replace(NOISE, at_clip_start=at_clip_start), init_start_prob=0.5)
+        env.reset()
+        at_zero = (env.times == 0).numpy()
+        assert 0 < at_zero.sum() < N
+        moved = np.abs(_offsets(env)["pos"][:, :2]).max(1) > 1e-4
+        assert (moved == ~at_zero).all() if not at_clip_start else moved.all()
+
+
 def test_resets_in_the_step_are_perturbed_without_host_syncs_and_the_streams_are_saved(sim_cfg, monkeypatch):
     env = _env(sim_cfg)
     env.reset()

@@ -35,8 +35,9 @@ def _case(n: int, seed: int = 0):
     return qpos.astype(np.float32), qvel.astype(np.float32)
 
 
-def _launch(qpos, qvel, mask, seed=0, scale=1.0, ramp=1.0):
-    """Perturb the case in place on the device; returns the tensors (qpos, qvel, draws, rng)."""
+def _launch(qpos, qvel, mask, seed=0, scale=1.0, ramp=1.0, times=None, at_clip_start=True):
+    """Perturb the case in place on the device (start times ``times``, default mid-clip); returns the tensors
+    (qpos, qvel, draws, rng)."""
     init_warp()
     n = qpos.shape[0]
     t = {"qpos": torch.tensor(qpos), "qvel": torch.tensor(qvel), "mask": torch.tensor(mask),
@@ -52,8 +53,10 @@ def _launch(qpos, qvel, mask, seed=0, scale=1.0, ramp=1.0):
     t["lo"], t["hi"] = torch.tensor(SOFT_LO, dtype=torch.float32), torch.tensor(SOFT_HI, dtype=torch.float32)
     noise.soft_joint_lo, noise.soft_joint_hi = warp_view(t["lo"]), warp_view(t["hi"])
     noise.joint_qpos_start = 7
-    perturb_reset_state(noise, warp_view(t["mask"], wp.bool), warp_view(t["rng"], wp.uint32), warp_view(t["qpos"]),
-                        warp_view(t["qvel"]), warp_view(t["draws"]))
+    noise.at_clip_start = int(at_clip_start)
+    t["times"] = torch.full((n,), 1.5) if times is None else torch.tensor(times, dtype=torch.float32)
+    perturb_reset_state(noise, warp_view(t["mask"], wp.bool), warp_view(t["times"]), warp_view(t["rng"], wp.uint32),
+                        warp_view(t["qpos"]), warp_view(t["qvel"]), warp_view(t["draws"]))
     wp.synchronize()
     return t
 
@@ -99,6 +102,24 @@ def test_perturbation_matches_the_reference():
     assert torch.equal(t["rng"][~mask], rng_states(0, RNG_RESET_NOISE, 16, "cpu")[~mask])
     # joint velocities are not perturbed
     assert torch.equal(t["qvel"][:, 6:], torch.tensor(qvel[:, 6:]))
+
+
+def test_starts_at_the_clip_start_can_stay_on_the_reference():
+    """With ``at_clip_start`` off, a reset at t = 0 keeps the reference's state (zero draws, its stream not
+    advanced); every other reset is perturbed exactly as with it on. With it on, t = 0 is perturbed like any time."""
+    qpos, qvel = _case(12)
+    mask = np.ones(12, dtype=bool)
+    times = np.where(np.arange(12) % 3 == 0, 0.0, 0.02 * np.arange(12)).astype(np.float32)
+    at_zero = times == 0.0
+    on = _launch(qpos, qvel, mask, times=times)
+    off = _launch(qpos, qvel, mask, times=times, at_clip_start=False)
+    assert torch.equal(off["qpos"][at_zero], torch.tensor(qpos[at_zero]))
+    assert torch.equal(off["qvel"][at_zero], torch.tensor(qvel[at_zero]))
+    assert (off["draws"][at_zero] == 0).all()
+    assert torch.equal(off["rng"][at_zero], rng_states(0, RNG_RESET_NOISE, 12, "cpu")[at_zero])
+    for key in ("qpos", "qvel", "draws", "rng"):
+        assert torch.equal(off[key][~at_zero], on[key][~at_zero]), key
+    assert not torch.allclose(on["qpos"][at_zero], torch.tensor(qpos[at_zero]), atol=1e-3)
 
 
 def test_joints_stay_inside_the_soft_limits_unless_the_reference_is_outside():

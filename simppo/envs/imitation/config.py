@@ -149,6 +149,9 @@ class ResetNoiseCfg:
     joint_pos: float = 0.1
     # control steps over which every half-width grows linearly from 0 to its value (0: full from the start)
     ramp_steps: int = 12000
+    # perturb the resets that start a motion at t = 0 (env.init_start_prob) too; false: those start on the
+    # reference, as a play from t = 0 (the evaluation, a deployment) does
+    at_clip_start: bool = True
 
     def __post_init__(self) -> None:
         for key in ("root_pos", "root_rpy", "root_lin_vel", "root_ang_vel"):

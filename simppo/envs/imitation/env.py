@@ -290,6 +290,7 @@ class HumanoidImitationEnv(VecEnv):
         noise.joint_pos = float(c.joint_pos)
         noise.soft_joint_lo, noise.soft_joint_hi = self.params.soft_joint_lo, self.params.soft_joint_hi
         noise.joint_qpos_start = self.joint_qpos_start
+        noise.at_clip_start = int(c.at_clip_start)
         noise.scale = warp_view(self.reset_noise_scale)
         noise.scale_step = 1.0 / c.ramp_steps if c.ramp_steps > 0 else 0.0
         self._wp_reset_noise_rng = warp_view(self.reset_noise_rng, wp.uint32)
@@ -409,8 +410,8 @@ class HumanoidImitationEnv(VecEnv):
         when that is on (``env.reset_noise``; never with kinematic replay, which writes the reference every step)."""
         reference_state(self.ref_wp, self.params, self._wp_reset_mask, self.buf)
         if self.reset_noise is not None:
-            perturb_reset_state(self.reset_noise, self._wp_reset_mask, self._wp_reset_noise_rng, self.buf.qpos_target,
-                                self.buf.qvel_target, self._wp_reset_noise_draws)
+            perturb_reset_state(self.reset_noise, self._wp_reset_mask, self.buf.times, self._wp_reset_noise_rng,
+                                self.buf.qpos_target, self.buf.qvel_target, self._wp_reset_noise_draws)
         self.sim.reset_bound()
 
     def _reset_envs(self) -> None:

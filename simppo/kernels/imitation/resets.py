@@ -52,7 +52,9 @@ class ResetNoise:
     ``velocity_range``, ``joint_position_range``): root position (m, world x y z), root rotation (rad, roll pitch
     yaw about the world axes), root linear and angular velocity (m/s, rad/s, world), joint angles (rad, kept
     inside ``[soft_joint_lo, soft_joint_hi] [A]`` unless the reference is already outside); ``scale [1]``: the
-    factor on every half-width, which grows by ``scale_step`` per control step to 1 (:func:`advance_reset_noise`)."""
+    factor on every half-width, which grows by ``scale_step`` per control step to 1 (:func:`advance_reset_noise`);
+    ``at_clip_start`` 0: a reset that starts its motion at t = 0 stays on the reference (as a play from t = 0
+    starts)."""
 
     root_pos: wp.vec3
     root_rpy: wp.vec3
@@ -64,6 +66,7 @@ class ResetNoise:
     soft_joint_lo: wp.array(dtype=wp.float32)
     soft_joint_hi: wp.array(dtype=wp.float32)
     joint_qpos_start: int
+    at_clip_start: int
 
 
 @wp.func
@@ -74,20 +77,26 @@ def _axis_quat(axis: int, angle: float) -> wp.vec4:
 
 
 @wp.kernel
-def _perturb_reset_state(noise: ResetNoise, mask: wp.array(dtype=wp.bool), rng_out: wp.array(dtype=wp.uint32),
-                         qpos_out: wp.array2d(dtype=wp.float32), qvel_out: wp.array2d(dtype=wp.float32),
-                         draws_out: wp.array2d(dtype=wp.float32)):
-    """For envs where ``mask [N]``: draw ``draws_out [N, 12 + A]`` uniform in [-1, 1] from the env's ``rng_out``
+def _perturb_reset_state(noise: ResetNoise, mask: wp.array(dtype=wp.bool), times: wp.array(dtype=wp.float32),
+                         rng_out: wp.array(dtype=wp.uint32), qpos_out: wp.array2d(dtype=wp.float32),
+                         qvel_out: wp.array2d(dtype=wp.float32), draws_out: wp.array2d(dtype=wp.float32)):
+    """For envs where ``mask [N]`` (and, unless ``noise.at_clip_start``, whose start time ``times [N]`` is not 0:
+    those keep the reference's state and zero draws): draw ``draws_out [N, 12 + A]`` uniform in [-1, 1] from the
+    env's ``rng_out``
     and move the reset targets by draw x half-width x ``noise.scale``: the root position and world-frame velocities
     add theirs, the root rotation turns by R_z(yaw) R_y(pitch) R_x(roll) in the world frame (the world angular
     velocity kept, re-expressed in the new root frame, as MuJoCo's free joint wants), each joint angle adds its own.
     Other rows untouched.
 
-    # Data in: noise, mask, rng_out (each env's random state), qpos_out / qvel_out (the reference's reset state)
-    # Data out: qpos_out, qvel_out, draws_out (masked rows), rng_out (advanced)
+    # Data in: noise, mask, times, rng_out (each env's random state), qpos_out / qvel_out (the reference's reset state)
+    # Data out: qpos_out, qvel_out, draws_out (masked rows), rng_out (advanced where perturbed)
     """
     env = wp.tid()
     if not mask[env]:
+        return
+    if noise.at_clip_start == 0 and times[env] == 0.0:
+        for k in range(draws_out.shape[1]):
+            draws_out[env, k] = 0.0
         return
     state = rng_out[env]
     for k in range(draws_out.shape[1]):
@@ -117,12 +126,13 @@ def _perturb_reset_state(noise: ResetNoise, mask: wp.array(dtype=wp.bool), rng_o
             a + draws_out[env, RESET_NOISE_ROOT_DRAWS + j] * s * noise.joint_pos, lo, hi)
 
 
-def perturb_reset_state(noise: ResetNoise, mask: wp.array, rng: wp.array, qpos: wp.array, qvel: wp.array,
-                        draws: wp.array) -> None:
+def perturb_reset_state(noise: ResetNoise, mask: wp.array, times: wp.array, rng: wp.array, qpos: wp.array,
+                        qvel: wp.array, draws: wp.array) -> None:
     """Perturb the reset targets ``qpos [N, nq]`` / ``qvel [N, nv]`` of the envs in ``mask [N]`` (bool) in
-    place, after :func:`reference_state` wrote them; ``rng [N]`` (uint32) advances, ``draws [N, 12 + A]`` holds
-    the unit draws."""
-    wp.launch(_perturb_reset_state, dim=mask.shape[0], inputs=[noise, mask], outputs=[rng, qpos, qvel, draws],
+    place, after :func:`reference_state` wrote them (each env's start time ``times [N]``: with
+    ``noise.at_clip_start`` 0 the starts at t = 0 are left on the reference); ``rng [N]`` (uint32) advances,
+    ``draws [N, 12 + A]`` holds the unit draws."""
+    wp.launch(_perturb_reset_state, dim=mask.shape[0], inputs=[noise, mask, times], outputs=[rng, qpos, qvel, draws],
               device=mask.device)
 
 
