@@ -2,7 +2,7 @@
 sample counts play every motion from t = 0 with ``simppo-eval``'s evaluator.
 
     python benchmarks/learning.py MOTIONS... [--samples 0.5e6,1e6,2e6,5e6] [--num-envs 256] [--seed 0]
-        [--out DIR] [--resume CKPT] [--max-train-s S] [-- HYDRA_OVERRIDES...]
+        [--out DIR] [--resume CKPT | --branch CKPT] [--max-train-s S] [-- HYDRA_OVERRIDES...]
 
 ``MOTIONS``: packs, motion files or YAML manifests (as ``simppo-pack`` takes them; not packs are packed into
 ``DIR/pack`` first), e.g. real clips you hold by path (never committed). Everything after ``--`` is passed to the
@@ -24,7 +24,10 @@ of one run is the curve of a run stopped at any of its sample counts, and ``--re
 a run from one of them exactly (same command, larger ``--samples``; rows up to ``N`` are not repeated, samples/s
 counts the continued part). ``--max-train-s S`` ends a run on a machine lent for a fixed time: after S seconds of
 training it writes a last row and checkpoint at the samples reached (marked ``"stopped"``), which ``--resume``
-continues.
+continues. ``--branch RUN/samples_<N>.ckpt --out NEW -- OVERRIDES`` continues that checkpoint under other overrides
+into a new folder: an ablation of what happens after ``N`` samples (e.g. a setting that only acts late), paired
+with the run it branches from, for the cost of the samples after ``N``. Each of its rows records the checkpoint and
+the settings that differ from that run's (``"branched_from"``).
 """
 
 from __future__ import annotations
@@ -88,15 +91,16 @@ def _flat(tree, prefix: str = "") -> dict:
     return out
 
 
-def resume_problem(checkpoint: Path, cfg, defaults=None) -> str | None:
-    """What differs between the config of the run that wrote ``checkpoint`` (its folder's ``config.yaml``) and
-    ``cfg`` (one line naming the file and the keys), or ``None``: a continued run must train what the first part
-    trained, or its curve mixes two configs. A key the saved config lacks (a setting simppo gained after the run)
-    counts as unchanged where ``cfg`` holds its value in ``defaults`` (the config without the ablation's
-    overrides): the run trained without it, which is what its default does."""
+def config_difference(checkpoint: Path, cfg, defaults=None) -> tuple[list[str], str | None]:
+    """The settings in which ``cfg`` differs from the config of the run that wrote ``checkpoint`` (its folder's
+    ``config.yaml``): their keys, and ``key=saved (now value), ...`` (``None`` when none differs). A key the saved
+    config lacks (a setting simppo gained after the run) counts as unchanged where ``cfg`` holds its value in
+    ``defaults`` (the config without the ablation's overrides): the run trained without it, which is what its
+    default does. Exits with one line when that ``config.yaml`` is missing."""
     saved_path = checkpoint.parent / "config.yaml"
     if not saved_path.is_file():
-        return f"{saved_path}: missing; --resume needs the config of the run that wrote {checkpoint.name}"
+        sys.exit(f"learning.py: {saved_path}: missing; --resume / --branch need the config of the run that wrote "
+                 f"{checkpoint.name}")
     saved = _flat(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=True))
     now = _flat(OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True))
     if defaults is not None:
@@ -104,10 +108,22 @@ def resume_problem(checkpoint: Path, cfg, defaults=None) -> str | None:
         saved.update({k: v for k, v in now.items() if k not in saved and default.get(k, "<unset>") == v})
     diff = sorted(k for k in saved.keys() | now.keys() if saved.get(k, "<unset>") != now.get(k, "<unset>"))
     if not diff:
-        return None
+        return [], None
     shown = ", ".join(f"{k}={saved.get(k, '<unset>')} (now {now.get(k, '<unset>')})" for k in diff[:4])
-    more = f" and {len(diff) - 4} more" if len(diff) > 4 else ""
-    return f"{saved_path}: the run was trained with {shown}{more}; pass the same overrides to continue it"
+    return diff, shown + (f" and {len(diff) - 4} more" if len(diff) > 4 else "")
+
+
+RATES = ("actor_lr", "critic_lr")  # the algorithm's device tensors that its optimizers' groups read
+
+
+def learning_rates(agent) -> dict[str, torch.Tensor]:
+    return {name: getattr(agent.algorithm, name).clone() for name in RATES}
+
+
+def set_learning_rates(agent, rates: dict[str, torch.Tensor]) -> None:
+    for name, value in rates.items():
+        getattr(agent.algorithm, name).copy_(value)
+    agent.algorithm.sync_log_std_lr()
 
 
 def train_overrides(overrides: list[str]) -> list[str]:
@@ -172,6 +188,8 @@ def main() -> None:
     p.add_argument("--eval-envs", type=int, default=16, help="motions played at a time")
     p.add_argument("--out", default=None, help="output folder (default: a new temporary folder)")
     p.add_argument("--resume", default=None, help="a samples_<N>.ckpt of this run to continue from")
+    p.add_argument("--branch", default=None,
+                   help="a samples_<N>.ckpt of another run to continue under these overrides, into --out")
     p.add_argument("--max-train-s", type=float, default=None,
                    help="stop once this many seconds of training have passed, with a last row and checkpoint at the "
                         "samples reached (a machine lent for a fixed time)")
@@ -184,18 +202,34 @@ def main() -> None:
     overrides = [*base, *overrides]
     print(f"machine: {machine_name()}; overrides: {overrides}; out: {out}", flush=True)
 
-    if args.resume and (problem := resume_problem(Path(args.resume),
-                                                  compose_training(train_overrides(overrides), args.device),
-                                                  compose_training(train_overrides(base), args.device))):
-        sys.exit(f"learning.py: {problem}")  # before the env and agent are built
+    if args.resume and args.branch:
+        sys.exit("learning.py: --resume continues this run, --branch another one: give one of them")
+    start = args.resume or args.branch
+    changed, difference = [], None
+    if start:
+        changed, difference = config_difference(Path(start), compose_training(train_overrides(overrides), args.device),
+                                                compose_training(train_overrides(base), args.device))
+    if args.resume and difference:  # a continued run must train what its first part trained (one config a curve)
+        sys.exit(f"learning.py: {Path(start).parent / 'config.yaml'}: the run was trained with {difference}; pass "
+                 "the same overrides to continue it (or --branch it into a new --out)")  # before the env is built
+    if args.branch and Path(args.branch).resolve().parent == out.resolve():
+        sys.exit(f"learning.py: --branch {args.branch}: give a new --out for the branch (its folder is the run's)")
+    branched_from = {"checkpoint": str(Path(args.branch).resolve()),
+                     "changed": difference or "no setting"} if args.branch else None
+    if branched_from:
+        print(f"branched from {branched_from['checkpoint']}: {branched_from['changed']}", flush=True)
     cfg, env, agent = build_training(train_overrides(overrides), args.device)
     num_motions = env.motion_lib.num_motions
     eval_env = build_eval_env(cfg, max(1, min(args.eval_envs, num_motions)), args.device)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # simppo-eval reads it
     runner = agent.loop(out, max_epochs=10 ** 9)
     motion_samples = MotionSampleCounter(env)
-    if args.resume:
-        runner.resume(args.resume)  # weights, optimizers, normalizers, counters, random streams and the env
+    if start:
+        # a branch that changes the agent's settings starts at their rates, not at the checkpoint's
+        rates = learning_rates(agent) if args.branch and any(k.startswith("agent.") for k in changed) else None
+        runner.resume(start)  # weights, optimizers, normalizers, counters, random streams and the env
+        if rates is not None:
+            set_learning_rates(agent, rates)
     train_metrics: dict[str, float] = {}
     curve = out / "curve.jsonl"
     train_s, t_wall, first_step = 0.0, time.perf_counter(), runner.step_count
@@ -252,6 +286,8 @@ def main() -> None:
                            for r in results}}
         if stopped_short:
             row["stopped"] = f"--max-train-s {args.max_train_s:g}"
+        if branched_from:
+            row["branched_from"] = branched_from
         with curve.open("a") as f:
             f.write(json.dumps(row) + "\n")
         runner.save(f"samples_{target}.ckpt")

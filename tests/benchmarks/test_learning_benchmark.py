@@ -33,9 +33,9 @@ def curve(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "curve.jsonl").read_text().splitlines()]
 
 
-def bench(out: Path, motions: list[str], samples: str, *extra: str) -> list[dict]:
+def bench(out: Path, motions: list[str], samples: str, *extra: str, overrides: tuple[str, ...] = ()) -> list[dict]:
     """:func:`run_bench`, which must succeed; the rows of ``out/curve.jsonl``."""
-    proc = run_bench(out, motions, samples, *extra)
+    proc = run_bench(out, motions, samples, *extra, overrides=overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return curve(out)
 
@@ -153,6 +153,7 @@ def test_resume_refuses_a_different_config(tmp_path):
     assert proc.returncode != 0
     line = proc.stderr.strip().splitlines()[-1]
     assert str(out / "config.yaml") in line and "agent.actor_lr=0.0001 (now 0.0003)" in line, line
+    assert "--branch" in line
     assert len(curve(out)) == 1 and (out / "config.yaml").read_text() == before
     assert not (out / "samples_200.ckpt").exists()
     # a run of an older simppo: its config lacks a setting added since, which it trained at that setting's default
@@ -164,3 +165,31 @@ def test_resume_refuses_a_different_config(tmp_path):
     assert proc.returncode != 0 and "agent.symmetry_augment=<unset> (now True)" in proc.stderr, proc.stderr[-2000:]
     assert [r["samples"] for r in bench(out, ["squat.csv"], "100,200", "--resume",
                                         str(out / "samples_100.ckpt"))] == [128, 256]
+
+
+def test_branch_continues_another_run_under_other_overrides(tmp_path):
+    """``--branch``: a run's checkpoint continued under other overrides into a new folder, the run's own folder
+    untouched; its rows name the checkpoint and the changed setting; without a change it is the run continued."""
+    from simppo.motion.pack import pack_motions
+
+    pack = [str(tmp_path / "pack")]  # one pack for all (a motion file would be packed into each --out)
+    pack_motions([str(MOTIONS_DIR / "squat.csv")], pack[0], robot="g1")
+    run = tmp_path / "run"
+    bench(run, pack, "100,200")
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    ckpt = str(run / "samples_100.ckpt")
+    proc = run_bench(run, pack, "200", "--branch", ckpt, overrides=("agent.actor_lr=0.0003",))
+    assert proc.returncode != 0 and "new --out" in proc.stderr.strip().splitlines()[-1]
+    rows = bench(tmp_path / "branch", pack, "100,200", "--branch", ckpt, overrides=("agent.actor_lr=0.0003",))
+    assert [r["samples"] for r in rows] == [256]
+    assert rows[0]["branched_from"] == {"checkpoint": ckpt, "changed": "agent.actor_lr=0.0001 (now 0.0003)"}
+    whole = curve(run)[-1]  # the branch trains at its own rate (both scaled by the batch's factor), not the run's
+    assert abs(rows[0]["update"]["actor/lr"] / whole["update"]["actor/lr"] - 3.0) < 1e-5
+    same = bench(tmp_path / "same", pack, "200", "--branch", ckpt)
+    assert same[0]["branched_from"]["changed"] == "no setting"
+    assert {k: same[0][k] for k in ("mpjpe_global_mm", "sigma_mean", "update")} == {
+        k: whole[k] for k in ("mpjpe_global_mm", "sigma_mean", "update")}
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    proc = run_bench(tmp_path / "both", pack, "200", "--branch", ckpt, "--resume", ckpt)
+    assert proc.returncode != 0 and "give one of them" in proc.stderr
+
