@@ -19,6 +19,11 @@ from simppo.eval.metrics import body_position_errors, body_state, cause_names, f
 SLOW_MOTION = 0.25  # playback speed factor of slow motion
 
 
+def play_label(play: int, plays: int) -> str:
+    """How the viewers name play ``play`` of ``plays``: numbered from 0, as ``eval.csv`` and the video files are."""
+    return f"{play} (0-{plays - 1})"
+
+
 @dataclass
 class Frame:
     """One control step of env 0. Robot ``qpos [nq]``, ``body_pos [nbody, 3]`` / ``body_quat [nbody, 4]``

@@ -14,7 +14,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from simppo.eval.player import Frame, Player
+from simppo.eval.player import Frame, Player, play_label
 
 GHOST_RGBA = (0.25, 0.55, 1.0, 0.35)
 VISIBLE_GROUPS = (0, 1, 2)  # MuJoCo's default visible geom groups (simppo's MJCFs put collision geoms in 3)
@@ -113,9 +113,9 @@ def overlay_text(frame: Frame, player: Player | None = None) -> tuple[str, str]:
             state += " (" + ", ".join(flags) + ")"
     values = [f"{frame.motion_name} ({frame.motion_id + 1}/{len(player.motion_names) if player else '?'})",
               f"{frame.time_s:5.2f} / {frame.length_s:.2f} s", f"{1000.0 * frame.body_error_m:.0f} mm", state]
-    if player is not None and player.plays > 1:  # plays are numbered as eval.csv and the video files number them
+    if player is not None and player.plays > 1:
         labels.insert(1, "play")
-        values.insert(1, f"{frame.play} (0-{player.plays - 1})")
+        values.insert(1, play_label(frame.play, player.plays))
     return "\n".join(labels), "\n".join(values)
 
 

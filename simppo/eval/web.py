@@ -16,7 +16,7 @@ import time
 import mujoco
 import numpy as np
 
-from simppo.eval.player import Frame, Player
+from simppo.eval.player import Frame, Player, play_label
 from simppo.eval.scene import visual_geoms
 
 ROBOT_COLOR = (235, 125, 35)
@@ -158,7 +158,7 @@ class WebViewer:
     @staticmethod
     def status_text(frame: Frame, plays: int = 1) -> str:
         state = f"FAILED: {frame.failure}" if frame.failure else "tracking"
-        play = f"**play:** {frame.play} (0-{plays - 1})  \n" if plays > 1 else ""
+        play = f"**play:** {play_label(frame.play, plays)}  \n" if plays > 1 else ""
         return (f"**motion:** {frame.motion_name}  \n{play}**time:** {frame.time_s:.2f} / {frame.length_s:.2f} s  \n"
                 f"**body error:** {1000.0 * frame.body_error_m:.0f} mm  \n**state:** {state}")
 
