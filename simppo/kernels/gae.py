@@ -20,7 +20,7 @@ class GaeBuffers:
 
 
 @wp.kernel
-def _gae(b: GaeBuffers, gamma: float, tau: float):
+def _gae(gamma: float, tau: float, b: GaeBuffers):
     """Thread ``env`` sweeps t = T-1 … 0.
 
     delta_t = r_t + gamma * next_values_t - values_t
@@ -56,7 +56,7 @@ def compute_gae(b: GaeBuffers, gamma: float, tau: float) -> None:
     """Write ``b.advantages`` and ``b.returns`` in place, on torch's current stream (ordered after the
     rollout's torch writes and before the update's reads)."""
     with torch_stream_scope(b.values.device):
-        wp.launch(_gae, dim=b.values.shape[1], inputs=[b, float(gamma), float(tau)], device=b.values.device)
+        wp.launch(_gae, dim=b.values.shape[1], inputs=[float(gamma), float(tau), b], device=b.values.device)
 
 
 def discount_values(

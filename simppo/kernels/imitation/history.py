@@ -15,33 +15,33 @@ from simppo.kernels.imitation.buffers import ImitationParams
 
 
 @wp.kernel
-def _shift_history(p: ImitationParams, rows: wp.array2d(dtype=wp.float32)):
-    """``rows [N, D]``: copy ``h`` <- copy ``h - 1`` for ``h = H-1 .. 1`` (copy 0: the block of this step).
+def _shift_history(p: ImitationParams, rows_out: wp.array2d(dtype=wp.float32)):
+    """``rows_out [N, D]``: copy ``h`` <- copy ``h - 1`` for ``h = H-1 .. 1`` (copy 0: the block of this step).
     One thread per ``(env, column of the block)``.
 
-    # Data in: rows[:, 0 : (H - 1) P], p.history_block (P), p.history_copies (H - 1)
-    # Data out: rows[:, P : H P] (read-modify-write)
+    # Data in: rows_out[:, 0 : (H - 1) P], p.history_block (P), p.history_copies (H - 1)
+    # Data out: rows_out[:, P : H P] (read-modify-write)
     """
     env, c = wp.tid()
     width = p.history_block
     for h in range(p.history_copies, 0, -1):
-        rows[env, h * width + c] = rows[env, (h - 1) * width + c]
+        rows_out[env, h * width + c] = rows_out[env, (h - 1) * width + c]
 
 
 @wp.kernel
-def _fill_history(p: ImitationParams, mask: wp.array(dtype=wp.bool), rows: wp.array2d(dtype=wp.float32)):
-    """Where ``mask [N]``: every copy ``h = 1 .. H-1`` of ``rows [N, D]`` <- the block of this step.
+def _fill_history(p: ImitationParams, mask: wp.array(dtype=wp.bool), rows_out: wp.array2d(dtype=wp.float32)):
+    """Where ``mask [N]``: every copy ``h = 1 .. H-1`` of ``rows_out [N, D]`` <- the block of this step.
 
-    # Data in: mask, rows[:, 0 : P], p.history_block, p.history_copies
-    # Data out: rows[:, P : H P] where mask
+    # Data in: mask, rows_out[:, 0 : P], p.history_block, p.history_copies
+    # Data out: rows_out[:, P : H P] where mask
     """
     env, c = wp.tid()
     if not mask[env]:
         return
     width = p.history_block
-    v = rows[env, c]
+    v = rows_out[env, c]
     for h in range(1, p.history_copies + 1):
-        rows[env, h * width + c] = v
+        rows_out[env, h * width + c] = v
 
 
 def shift_history(p: ImitationParams, rows: wp.array2d) -> None:
