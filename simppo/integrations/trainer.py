@@ -15,7 +15,10 @@ second implementation; the observation normalizers stay simppo's), or ``None`` f
 config). Recurrent windows (``sub_traj_len``) and arguments simppo has no counterpart for are refused with one line,
 never ignored. Checkpoints are simppo's (atomic, checksummed, ``weights_only``): with
 ``save_trainer_file=DIR`` a file ``DIR/checkpoint_<frames>.ckpt`` every ``save_trainer_interval`` frames and at the
-end, rotated (``keep_last`` newest, plus ``keep_best=(metric, "min"|"max")``'s best, ``DIR/best.ckpt``).
+end, rotated (``keep_last`` newest, plus ``keep_best=(metric, "min"|"max")``'s best, ``DIR/best.ckpt``). A folder is
+one run's: training refuses, before its first batch, a folder that holds another run's checkpoints (continue that run
+with :meth:`PPOTrainer.load_from_file` on the folder) or checkpoints past the one loaded from it, so no save overwrites
+or rotates away a file this run did not write.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ LOSS_KEYS = {"clip_epsilon": "e_clip", "entropy_coeff": "entropy_coef", "entropy
              "clip_value": "value_clip"}
 GAE_KEYS = {"gamma": "gamma", "lmbda": "tau"}
 TRAINER_KEYS = {"num_epochs": "num_mini_epochs", "gamma": "gamma", "lmbda": "tau", "clip_norm": "max_grad_norm"}
+BEST_FILE = "best.ckpt"
+BEST_KEY = "trainer_best"  # the keep_best metric's best value so far, in every checkpoint of the rotation
 LOOP_KEYS = ("progress_bar", "save_trainer_file", "save_trainer_interval", "keep_last", "keep_best", "seed",
              "log_interval", "config")
 
@@ -82,6 +87,7 @@ class PPOTrainer:
         self.save_interval = save_trainer_interval
         self.keep_last, self.keep_best = keep_last, keep_best
         self.best: float | None = None
+        self._loaded_here: int | None = None  # frames of the checkpoint loaded from save_dir (the run continued)
         self.stop_reason: str | None = None
         self.metrics: dict[str, float] = {}
         self._last_saved = 0
@@ -162,6 +168,8 @@ class PPOTrainer:
         """Train until ``total_frames`` frames or a stop request; returns the last iteration's metrics."""
         from tqdm import tqdm
 
+        if self.save_dir is not None:
+            self._check_save_dir()
         bar = tqdm(total=self.total_frames, initial=self.checkpoint_step, disable=not self.progress_bar, unit="frame")
         while self.checkpoint_step < self.total_frames and self.stop_reason is None:
             before = self.checkpoint_step
@@ -176,17 +184,32 @@ class PPOTrainer:
         return self.metrics
 
     # ------------------------------------------------------------------ checkpoints
+    def _check_save_dir(self) -> None:
+        """Refuse (one line, naming the folder) a save folder whose files this run's saves would overwrite or rotate
+        away: another run's checkpoints, or this run's past the one it was loaded from."""
+        found = rotation(self.save_dir) if self.save_dir.is_dir() else []
+        best = (self.save_dir / BEST_FILE).exists()
+        if self._loaded_here is None and (found or best):
+            raise FileExistsError(f"{self.save_dir}: holds the checkpoints of another run ({(found or [BEST_FILE])[-1]}"
+                                  "); give a new save_trainer_file, or load_from_file() this folder to continue it")
+        later = [p for p in found if checkpoint_frames(p) > (self._loaded_here or 0)]
+        if later:
+            raise FileExistsError(f"{self.save_dir}: holds {later[-1].name}, past the checkpoint this run continues "
+                                  f"(frame {self._loaded_here}); give a new save_trainer_file for this branch")
+
     def save(self) -> Path:
         """``save_dir/checkpoint_<frames>.ckpt`` (and ``best.ckpt`` on a new best ``keep_best`` metric), rotated."""
         path = self.save_dir / f"checkpoint_{self.checkpoint_step}.ckpt"
         state = self.runner.get_state_dict()
+        if self.best is not None:  # a continued run keeps the best it has to beat
+            state[BEST_KEY] = float(self.best)
         save_checkpoint(state, path)
         self._last_saved = self.checkpoint_step
         if self.keep_best is not None and self.keep_best[0] in self.metrics:
             value = self.metrics[self.keep_best[0]]
             if self.best is None or (value > self.best if self.keep_best[1] == "max" else value < self.best):
                 self.best = value
-                save_checkpoint(state, self.save_dir / "best.ckpt")
+                save_checkpoint({**state, BEST_KEY: float(value)}, self.save_dir / BEST_FILE)
         if self.keep_last:
             for old in rotation(self.save_dir)[:-self.keep_last]:
                 old.unlink()
@@ -201,18 +224,25 @@ class PPOTrainer:
             if not found:
                 raise FileNotFoundError(f"{path}: no checkpoint_<frames>.ckpt in this folder")
             path = found[-1]
-        self.runner.load_parameters(load_checkpoint(path, map_location=self.runner.device),
-                                    load_training_state=not weights_only, source=str(path))
+        state = load_checkpoint(path, map_location=self.runner.device)
+        self.runner.load_parameters(state, load_training_state=not weights_only, source=str(path))
         self._last_saved = self.checkpoint_step
+        if not weights_only and self.save_dir is not None and path.parent.resolve() == self.save_dir.resolve():
+            self._loaded_here = self.checkpoint_step
+            best = state.get(BEST_KEY)
+            self.best = float(best) if isinstance(best, (int, float)) else None
         return self
+
+
+def checkpoint_frames(path: Path) -> int:
+    """The frames in a ``checkpoint_<frames>.ckpt`` name (-1 for another name)."""
+    try:
+        return int(path.stem.split("_", 1)[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def rotation(folder: Path) -> list[Path]:
     """The ``checkpoint_<frames>.ckpt`` files in ``folder``, oldest first (by frames)."""
-    def frames(p: Path) -> int:
-        try:
-            return int(p.stem.split("_", 1)[1])
-        except (IndexError, ValueError):
-            return -1
-
-    return sorted((p for p in Path(folder).glob("checkpoint_*.ckpt") if frames(p) >= 0), key=frames)
+    return sorted((p for p in Path(folder).glob("checkpoint_*.ckpt") if checkpoint_frames(p) >= 0),
+                  key=checkpoint_frames)

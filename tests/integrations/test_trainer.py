@@ -56,6 +56,31 @@ def test_trains_to_total_frames_rotates_checkpoints_and_loads_the_newest(tmp_pat
     assert warm.checkpoint_step == 0  # weights only: the counters start over
 
 
+def test_a_save_folder_is_one_runs_and_a_continued_run_keeps_its_best(tmp_path):
+    first = pendulum_trainer(tmp_path, total=N * 32 * 6, keep_last=2, keep_best=("episode/reward", "max"))
+    first.train()
+    assert first.best is not None  # episodes of 100 steps ended in these 192
+    folder = tmp_path / "ckpts"
+    files = {p.name: p.read_bytes() for p in folder.iterdir()}
+    # another run into the same folder: refused before it trains, every file as it was
+    other = pendulum_trainer(tmp_path, total=N * 32 * 2, keep_last=2, keep_best=("episode/reward", "max"))
+    with pytest.raises(FileExistsError, match="another run"):
+        other.train()
+    assert other.checkpoint_step == 0 and {p.name: p.read_bytes() for p in folder.iterdir()} == files
+    # continued from its newest checkpoint: trains on, rotates its own files, and keeps the best it has to beat
+    more = pendulum_trainer(tmp_path, total=N * 32 * 8, keep_last=2, keep_best=("episode/reward", "max"))
+    more.load_from_file(folder)
+    assert more.best == first.best
+    more.train()
+    assert [p.name for p in rotation(folder)] == [f"checkpoint_{N * 32 * 7}.ckpt", f"checkpoint_{N * 32 * 8}.ckpt"]
+    assert more.best >= first.best
+    # continued from an older checkpoint than the folder's newest: its saves would overwrite them, refused
+    branch = pendulum_trainer(tmp_path, total=N * 32 * 9, keep_last=2)
+    branch.load_from_file(rotation(folder)[0])
+    with pytest.raises(FileExistsError, match=f"checkpoint_{N * 32 * 8}.ckpt"):
+        branch.train()
+
+
 def test_request_stop_and_signals_finish_the_batch_and_checkpoint(tmp_path, monkeypatch):
     trainer = pendulum_trainer(tmp_path, total=10**9)
     runner, original = trainer.runner, trainer.runner.train_iteration
