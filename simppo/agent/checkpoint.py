@@ -8,6 +8,7 @@ of another robot or layout is refused with one line naming the file and the mism
 
 import hashlib
 import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -115,7 +116,10 @@ def damaged_hint(exc: CheckpointError, path: str | Path) -> str:
             f"checkpoint={good}")
 
 
-_CODE_IN_PICKLE = re.compile(r"(?:unsupported|Unsupported) (?:GLOBAL|global|operand) ([\w.]+)")
+_CODE_IN_PICKLE = re.compile(r"(?:unsupported|Unsupported) (?:GLOBAL|global):? ([A-Za-z_][\w.]*)")
+# what torch's safe unpickler stops at in bytes that are no torch checkpoint: random bytes, or a plain pickle (its
+# byte codes are only read inside a torch zip archive)
+_NOT_A_TORCH_FILE = re.compile(r"Unsupported operand (\d+)")
 
 
 def remove_partial_writes(folder: str | Path) -> list[Path]:
@@ -142,9 +146,15 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file not found")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's multi-line note on a plain pickle's protocol: the error says it
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for truncated/corrupt zips
         text = str(exc).strip()
+        operand = _NOT_A_TORCH_FILE.search(text)
+        if operand:
+            raise DamagedCheckpointError(f"{path}: corrupt checkpoint, or a plain pickle rather than a torch file "
+                                         f"(the safe unpickler stopped at byte code {operand.group(1)})") from None
         if "Weights only load failed" in text or type(exc).__name__ == "UnpicklingError":
             found = _CODE_IN_PICKLE.search(text)
             what = f" (it names {found.group(1)})" if found else ""
@@ -158,6 +168,9 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     for key in ("model", "epoch"):
         if key not in state:
             raise CheckpointError(f"{path}: checkpoint lacks '{key}'")
+    wrong = field_type_problem(state)
+    if wrong:
+        raise CheckpointError(f"{path}: {wrong}")
     stored = state.get(CHECKSUM_KEY)
     if stored is not None and stored != state_checksum(state):
         raise DamagedCheckpointError(f"{path}: checksum mismatch: its tensors changed after simppo wrote it "
@@ -171,6 +184,24 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         state = {k: v if k == "rng" else to_device(v, map_location, keep_cpu=("rng",) if k == "ranks" else ())
                  for k, v in state.items()}
     return state
+
+
+#: the types of the top-level fields a reader uses before anything else checks them
+FIELD_TYPES = {"epoch": int, "step_count": int, "config": dict, "signature": dict, "exploration": dict, "env": dict,
+               "actor_optimizer": dict, "critic_optimizer": dict}
+
+
+def field_type_problem(state: dict) -> str | None:
+    """What is wrong with the types of ``state``'s fields (one line), or ``None``: ``model`` a dict of tensors
+    (a :class:`~simppo.agent.models.PPOModel` state dict), the :data:`FIELD_TYPES` fields their types."""
+    model = state["model"]
+    if not isinstance(model, dict) or not all(isinstance(v, torch.Tensor) for v in model.values()):
+        return f"'model' is a {type(model).__name__}, not a dict of tensors (a model's state dict)"
+    for key, kind in FIELD_TYPES.items():
+        value = state.get(key)
+        if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            return f"'{key}' is a {type(value).__name__}, not a {kind.__name__}"
+    return None
 
 
 def migrate_old_checkpoint(state: dict) -> dict:

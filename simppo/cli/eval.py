@@ -67,10 +67,6 @@ def compose_cfg(schema: str, overrides: list[str]):
         GlobalHydra.instance().clear()
 
 
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "motion"
-
-
 def _final_path(path, out_dir: Path, final_dir: Path | None) -> Path:
     """Where ``path``, written under the staging folder ``out_dir``, ends up (``final_dir``; ``None``: in place)."""
     return (final_dir or out_dir) / Path(path).relative_to(out_dir)
@@ -217,6 +213,7 @@ def make_player(cfg, run, device: str):
 
 def run_video(cfg, run, device: str, out_dir: Path, final_dir: Path | None = None) -> list[dict[str, Path]]:
     from simppo.eval.loading import EvalInputError
+    from simppo.eval.report import unique_stem
     from simppo.eval.video import FrameRenderer, record_motion
 
     player = make_player(cfg, run, device)
@@ -233,10 +230,10 @@ def run_video(cfg, run, device: str, out_dir: Path, final_dir: Path | None = Non
         renderer = FrameRenderer(player.env.sim.mj_model, cfg.video, root_body=int(player.env.sim.robot.root_body_id))
     except ValueError as exc:
         raise EvalInputError(str(exc)) from None
-    written = []
+    written, used = [], set()
     for i, play in ((i, play) for i in ids for play in range(cfg.plays)):
         t0 = time.perf_counter()
-        stem = _safe_name(names[i]) + (f"_play{play}" if cfg.plays > 1 else "")
+        stem = unique_stem(names[i] + (f"_play{play}" if cfg.plays > 1 else ""), used)  # two names, two videos
         paths = record_motion(player, renderer, i, out_dir / "videos", cfg.video.seconds, stem, play)
         shown = {k: _final_path(p, out_dir, final_dir) for k, p in paths.items()}
         label = names[i] + (f" play {play}" if cfg.plays > 1 else "")
@@ -324,6 +321,10 @@ def cli_main(prog: str, doc: str, schema: str, run, argv: list[str] | None) -> i
         return run(compose_cfg(schema, argv))
     except (UsageError, EvalInputError) as exc:
         return report(prog, str(exc))
+    except OSError as exc:  # an output that cannot be written (a file where a folder goes, no permission, disk full)
+        if exc.filename is None:
+            raise
+        return report(prog, f"{exc.filename}: {exc.strerror or exc}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,13 +4,18 @@ Writes ``DIR/policy.onnx`` (observation normalizer + actor mean, dynamic batch; 
 ``act_inference``) and ``DIR/policy.json`` (joint order, default pose, action scale, PD gains, control dt,
 observation layout, future-frame offsets, simppo version), and checks onnxruntime against torch on 1,000
 random observations. Keys are typed by :class:`simppo.eval.config.ExportCfg`. Bad input is one line,
-``simppo-export: error: ...``, exit status 2; existing files are kept unless ``force=true``.
+``simppo-export: error: ...``, exit status 2; existing files are kept unless ``force=true``. Both files are written
+into a staging folder in DIR and moved into place only once both are complete, so a failed export leaves DIR as it
+was.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,10 +41,17 @@ def run_export(cfg) -> int:
     model = build_model(run, "cpu")
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    onnx_path = export_onnx(model, run.layout.obs_dim, targets[0], cfg.opset)
-    parity = onnx_parity(model, onnx_path, run.layout.obs_dim)
-    meta = policy_metadata(run, onnx_path.name, cfg.opset, parity)
-    atomic_write_text(targets[1], json.dumps(meta, indent=1) + "\n")
+    stage = Path(tempfile.mkdtemp(prefix=".export-", dir=out))  # the pair is replaced together or not at all
+    try:
+        onnx_path = export_onnx(model, run.layout.obs_dim, stage / targets[0].name, cfg.opset)
+        parity = onnx_parity(model, onnx_path, run.layout.obs_dim)
+        meta = policy_metadata(run, onnx_path.name, cfg.opset, parity)
+        atomic_write_text(stage / targets[1].name, json.dumps(meta, indent=1) + "\n")
+        for target in targets:
+            os.replace(stage / target.name, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    onnx_path = targets[0]
     print(f"{PROG}: {onnx_path} (obs {run.layout.obs_dim} -> actions {run.layout.num_actions}, dynamic batch), "
           f"{targets[1]}; onnxruntime vs torch on 1000 random observations: max |diff| = {parity:.2e} "
           f"({time.perf_counter() - t0:.1f} s)", flush=True)

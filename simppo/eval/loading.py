@@ -57,9 +57,12 @@ class LoadedRun:
         return self.checkpoint.parent
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message on one line (torch's state-dict errors put the reason on the lines after the first)."""
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    if not text:
+        return type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def load_train_config(path: str | Path) -> TrainCfg:

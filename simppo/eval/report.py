@@ -141,7 +141,7 @@ def write_failed_manifest(out_dir: Path, results: list[MotionResult], motion_lib
     for r in failed:
         i = r.motion_id
         sl = slice(starts[i], starts[i] + counts[i])
-        stem = _safe_stem(r.name, used)
+        stem = unique_stem(r.name, used)
         arrays = {"fps": np.float64(motion_lib.motion_fps[i]),
                   "root_pos": frames["root_pos"][sl].cpu().numpy().astype(np.float64),
                   "root_quat": frames["root_quat"][sl].cpu().numpy().astype(np.float64),
@@ -155,7 +155,9 @@ def write_failed_manifest(out_dir: Path, results: list[MotionResult], motion_lib
     return path
 
 
-def _safe_stem(name: str, used: set[str]) -> str:
+def unique_stem(name: str, used: set[str]) -> str:
+    """A file stem for ``name`` (characters other than letters, digits and ``-_.`` become ``_``) that is not in
+    ``used``, which it joins (``_2``, ``_3``, ... after a name whose stem is taken: no output overwrites another)."""
     stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "motion"
     base, k = stem, 1
     while stem in used:

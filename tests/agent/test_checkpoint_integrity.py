@@ -133,3 +133,41 @@ def test_a_save_of_non_finite_weights_fails_and_keeps_the_good_checkpoint(tmp_pa
     with pytest.raises(NonFiniteStateError, match="last.ckpt: not written"):
         runner.train()
     assert load_checkpoint(tmp_path / "last.ckpt")["epoch"] == 1
+
+
+def test_random_bytes_and_plain_pickles_are_not_taken_for_code(tmp_path, recwarn):
+    import os
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'ran'}",)
+
+    noise = tmp_path / "noise.ckpt"
+    noise.write_bytes(bytes(torch.randint(0, 256, (5000,), generator=torch.Generator().manual_seed(1),
+                                          dtype=torch.uint8).tolist()))
+    plain = tmp_path / "plain.ckpt"
+    plain.write_bytes(pickle.dumps({"format": "simppo-ppo", "x": Evil()}, protocol=4))
+    for path in (noise, plain):
+        with pytest.raises(DamagedCheckpointError) as e:
+            load_checkpoint(path)
+        msg = str(e.value)
+        assert msg.startswith(f"{path}: corrupt checkpoint, or a plain pickle") and "\n" not in msg, msg
+        assert "run code" not in msg
+    assert not (tmp_path / "ran").exists()
+    assert not [w for w in recwarn if "pickle protocol" in str(w.message)]  # torch's note is not passed on
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("model", 3, "'model' is a int, not a dict of tensors"),
+    ("model", {"w": [1.0]}, "'model' is a dict, not a dict of tensors"),
+    ("epoch", "x", "'epoch' is a str, not a int"),
+    ("config", "garbage", "'config' is a str, not a dict"),
+    ("step_count", True, "'step_count' is a bool, not a int"),
+])
+def test_a_checkpoint_with_fields_of_the_wrong_type_is_refused_in_one_line(tmp_path, field, value, said):
+    state = _state(epoch=1)
+    state[field] = value
+    torch.save(state, tmp_path / "odd.ckpt")  # no checksum: as an older simppo or another tool wrote it
+    with pytest.raises(CheckpointError, match=f"odd.ckpt: {said}"):
+        load_checkpoint(tmp_path / "odd.ckpt")

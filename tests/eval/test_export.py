@@ -67,6 +67,31 @@ def test_existing_output_is_kept_without_force(exported, run_dir, capsys):
     assert (exported / "policy.json").read_bytes() == before
 
 
+def test_a_failed_forced_export_leaves_the_pair_as_it_was(exported, run_dir, tmp_path, monkeypatch, capsys):
+    import simppo.eval.export as export
+
+    out = tmp_path / "policy"
+    assert export_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def broken(*a, **k):
+        raise RuntimeError("metadata failed")
+
+    monkeypatch.setattr(export, "policy_metadata", broken)  # after the ONNX file is written
+    with pytest.raises(RuntimeError, match="metadata failed"):
+        export_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "force=true"])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no new ONNX beside the old json, no stage
+
+
+def test_an_out_that_cannot_be_made_is_a_one_line_error(run_dir, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    assert export_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={afile / 'sub'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"simppo-export: error: {afile / 'sub'}: ") and "\n" not in err, err
+    assert afile.read_text() == "mine"
+
+
 def test_missing_checkpoint(tmp_path, capsys):
     assert export_main([f"checkpoint={tmp_path / 'x.ckpt'}", f"out={tmp_path / 'o'}"]) == 2
     assert "x.ckpt" in capsys.readouterr().err

@@ -285,3 +285,20 @@ def test_video_records_every_play(run_dir, tmp_path, capsys):
     assert sorted(p.name for p in (out / "videos").iterdir()) == [
         "squat_play0.mp4", "squat_play0_sheet.png", "squat_play1.mp4", "squat_play1_sheet.png"]
     assert "squat play 1:" in capsys.readouterr().out
+
+
+def test_two_motions_whose_names_make_the_same_file_name_get_two_videos(run_dir, tmp_path):
+    from simppo.cli.eval import main as eval_main
+    from simppo.motion.pack import pack_motions
+    from simppo.paths import MOTIONS_DIR
+
+    manifest = tmp_path / "set.yaml"
+    manifest.write_text(f"motions:\n  - {{file: {MOTIONS_DIR / 'squat.csv'}, name: walk/fast}}\n"
+                        f"  - {{file: {MOTIONS_DIR / 'stand_sway.csv'}, name: walk_fast}}\n")
+    pack_motions([str(manifest)], str(tmp_path / "pack"), robot="g1")
+    out = tmp_path / "ev"
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={out}", "viewer=video", "metrics=false",
+                      f"motion.files=[{tmp_path / 'pack'}]", "video.seconds=0.1", "video.width=64",
+                      "video.height=48"]) == 0
+    assert sorted(p.name for p in (out / "videos").iterdir()) == [
+        "walk_fast.mp4", "walk_fast_2.mp4", "walk_fast_2_sheet.png", "walk_fast_sheet.png"]
