@@ -19,18 +19,38 @@ METRICS_CSV = "metrics.csv"
 
 
 def read_metrics(path: str | Path) -> dict[str, list[float]]:
-    """Columns of ``metrics.csv`` as float lists (empty cells → NaN)."""
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        cols: dict[str, list[float]] = {k: [] for k in reader.fieldnames or []}
-        for row in reader:
-            for k in cols:
-                v = row.get(k)
-                try:
-                    cols[k].append(float(v) if v not in (None, "") else math.nan)
-                except ValueError:
-                    cols[k].append(math.nan)
+    """Columns of ``metrics.csv`` as float lists (empty cells → NaN); ``ValueError`` naming the file when it is not
+    a text CSV."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            cols: dict[str, list[float]] = {k: [] for k in reader.fieldnames or []}
+            for row in reader:
+                for k in cols:
+                    v = row.get(k)
+                    try:
+                        cols[k].append(float(v) if v not in (None, "") else math.nan)
+                    except (TypeError, ValueError):
+                        cols[k].append(math.nan)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path}: not a metrics CSV ({exc})") from None
     return cols
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def check_png_target(out: Path) -> None:
+    """Refuse (``ValueError``, one line naming ``out``) a target that is not a ``.png`` path, or an existing file
+    that is not a PNG: the chart replaces an earlier chart, never another file (a run's metrics.csv, notes)."""
+    if out.suffix.lower() != ".png":
+        raise ValueError(f"{out}: the chart is a PNG: give a path ending in .png")
+    if out.is_dir():
+        raise ValueError(f"{out}: is a folder")
+    if out.exists():
+        with open(out, "rb") as f:
+            if f.read(len(PNG_MAGIC)) != PNG_MAGIC:
+                raise ValueError(f"{out}: exists and is not a PNG image; not replaced")
 
 
 def body_error_curve(cols: dict[str, list[float]], sigma: float, weight: float) -> list[float]:
@@ -43,7 +63,8 @@ def body_error_curve(cols: dict[str, list[float]], sigma: float, weight: float) 
 
 
 def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """``<run_dir>/curves.png`` (or ``out``) from ``<run_dir>/metrics.csv``; raises ``FileNotFoundError``."""
+    """``<run_dir>/curves.png`` (or ``out``) from ``<run_dir>/metrics.csv``; raises ``FileNotFoundError`` without
+    the CSV, ``ValueError`` for a CSV that is not one or an ``out`` it may not replace (:func:`check_png_target`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,6 +107,7 @@ def plot_curves(run_dir: str | Path, out: str | Path | None = None) -> Path:
     fig.suptitle(f"{run_dir.name}: learning curves", fontsize=11)
     fig.tight_layout()
     out = Path(out) if out else run_dir / "curves.png"
+    check_png_target(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda f: fig.savefig(f, format="png"))
     plt.close(fig)

@@ -34,3 +34,40 @@ def test_simppo_plot(run_dir, tmp_path, capsys):
     assert out.read_bytes()[:4] == b"\x89PNG"
     assert plot_main([str(tmp_path)]) == 2
     assert "metrics.csv" in capsys.readouterr().err
+
+
+def test_a_row_cut_short_by_a_kill_does_not_fuse_with_the_next(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text("epoch,step,loss\n8,80,0.5\n9,90,0.4\n1")  # killed while appending epoch 10
+    log = MetricsCSV(path)
+    log.truncate_after(9)
+    log.append({"epoch": 10, "step": 100, "loss": 0.3})
+    assert path.read_text() == "epoch,step,loss\n8,80,0.5\n9,90,0.4\n10,100,0.3\n"
+    path.write_text("epoch,step,loss\n8,80,0.5\n9,9")  # the same without a resume's truncation
+    MetricsCSV(path).append({"epoch": 9, "step": 90, "loss": 0.4})
+    assert path.read_text() == "epoch,step,loss\n8,80,0.5\n9,90,0.4\n"
+
+
+def test_simppo_plot_replaces_only_a_chart(run_dir, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    csv_bytes = (run / "metrics.csv").read_bytes()
+    notes = run / "notes.txt"
+    notes.write_text("mine")
+    for out, said in ((run / "metrics.csv", "give a path ending in .png"), (notes, "give a path ending in .png")):
+        assert plot_main([str(run), "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"simppo-plot: error: {out}: ") and said in err and "\n" not in err, err
+    fake = run / "photo.png"
+    fake.write_bytes(b"not a png")
+    assert plot_main([str(run), "--out", str(fake)]) == 2
+    assert "exists and is not a PNG image" in capsys.readouterr().err
+    assert (run / "metrics.csv").read_bytes() == csv_bytes and notes.read_text() == "mine"
+    assert fake.read_bytes() == b"not a png"
+    assert plot_main([str(run)]) == 0 and plot_main([str(run)]) == 0  # an earlier chart is replaced
+    (run / "metrics.csv").write_bytes(b"\xff\xfe\x00garbage\x80")
+    assert plot_main([str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{run / 'metrics.csv'}: not a metrics CSV" in err and "\n" not in err, err
