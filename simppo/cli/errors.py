@@ -3,7 +3,10 @@ input."""
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 
@@ -21,3 +24,14 @@ def fail(prog: str, message: str, code: int = 2) -> NoReturn:
     """:func:`report` and exit with status ``code``."""
     report(prog, message)
     raise SystemExit(code)
+
+
+def os_error_line(exc: OSError, path: str) -> str:
+    """One line for an ``OSError`` on a path simppo reads or writes: the path the error names (else ``path``) and
+    what is wrong. A folder that cannot be made because a file stands on its way names that file."""
+    name = os.fsdecode(exc.filename) if exc.filename is not None else str(path)
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        for part in (Path(name), *Path(name).parents):
+            if part.is_file():
+                return f"{part}: is a file, so the folder {path} cannot be made there"
+    return f"{name}: {exc.strerror or exc}"

@@ -27,7 +27,7 @@ from pathlib import Path  # noqa: E402
 
 from omegaconf import MissingMandatoryValue, OmegaConf  # noqa: E402
 
-from simppo.cli.errors import UsageError, report  # noqa: E402
+from simppo.cli.errors import UsageError, os_error_line, report  # noqa: E402
 
 PROG = "simppo-eval"
 
@@ -324,7 +324,7 @@ def cli_main(prog: str, doc: str, schema: str, run, argv: list[str] | None) -> i
     except OSError as exc:  # an output that cannot be written (a file where a folder goes, no permission, disk full)
         if exc.filename is None:
             raise
-        return report(prog, f"{exc.filename}: {exc.strerror or exc}")
+        return report(prog, os_error_line(exc, os.fsdecode(exc.filename)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ import argparse
 import signal
 import sys
 
-from simppo.cli.errors import report
+from simppo.cli.errors import os_error_line, report
 from simppo.motion.bounds import MAX_FPS, MIN_FPS
 from simppo.motion.format import ShardFormatError
 from simppo.motion.pack import MotionPackError, PackOptions, pack_motions, verify_pack
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     except MotionPackError as e:
         return report("simppo-pack", f"{e}")
     except OSError as e:  # the output folder or an input that the readers did not open themselves
-        return report("simppo-pack", f"{e.filename or args.out}: {e.strerror or e}")
+        return report("simppo-pack", os_error_line(e, args.out))
     except KeyboardInterrupt:
         print(f"simppo-pack: interrupted; {_left(args)}", file=sys.stderr)
         return 130

@@ -81,6 +81,9 @@ def test_out_naming_a_file_or_the_current_directory(tmp_path, capsys, monkeypatc
     for extra in ([], ["--force"]):
         msg = _err(capsys, [str(src), "--robot", "tiny", "--out", str(f), *extra])
         assert msg == f"{f}:0:0: exists and is not a directory; choose another --out (a pack is a directory)", msg
+    under = f / "sub" / "pack"  # a folder under the file: the file is named, not "File exists"
+    msg = _err(capsys, [str(src), "--robot", "tiny", "--out", str(under)])
+    assert msg == f"{f}: is a file, so the folder {under} cannot be made there", msg
     assert f.read_text() == "keep"
     # --out . inside a pack: replaced like any pack (no "Device or resource busy")
     pack = tmp_path / "pack"
