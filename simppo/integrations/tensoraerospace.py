@@ -31,7 +31,7 @@ from simppo.agent.losses import gaussian_log_prob
 from simppo.agent.ppo import PPO as SimppoPPO
 from simppo.integrations import require
 from simppo.utils.device import fabric_for, resolve_device
-from simppo.utils.files import atomic_write, atomic_write_text
+from simppo.utils.files import atomic_write, atomic_write_text, staged_directory
 
 require("gymnasium", "gymnasium")
 from simppo.integrations.gymnasium import WrappedGymEnv  # noqa: E402
@@ -181,24 +181,30 @@ class PPO:
     # ------------------------------------------------------------------ files
     def save(self, path) -> Path:
         """Write ``<path>/<%b%d_%H-%M-%S>_PPO/`` (config, weights, optimizers, normalizer statistics, counters;
-        tensors and plain types only) and return it."""
-        out = Path(path) / f"{time.strftime('%b%d_%H-%M-%S')}_PPO"
-        out.mkdir(parents=True, exist_ok=True)
+        tensors and plain types only) and return it. The folder is written aside and moved into place complete; a
+        second save within the same second gets ``_2``, ``_3``, ... rather than replacing the first."""
+        base = Path(path) / f"{time.strftime('%b%d_%H-%M-%S')}_PPO"
+        out, k = base, 1
+        while out.exists():
+            k += 1
+            out = base.with_name(f"{base.name}_{k}")
         alg = self.agent.algorithm
         spaces = {"obs_dim": alg.obs_dims["obs"], "num_actions": alg.num_actions,
                   "action_low": None if self.action_low is None else np.asarray(self.action_low).tolist(),
                   "action_high": None if self.action_high is None else np.asarray(self.action_high).tolist()}
-        atomic_write_text(out / "config.json", json.dumps({**self.config, "spaces": spaces}, indent=2))
         states = {"actor.pth": self.model.actor.state_dict(), "critic.pth": self.model.critic.state_dict(),
                   "actor_opt.pth": alg.actor_optimizer.state_dict(),
                   "critic_opt.pth": alg.critic_optimizer.state_dict()}
-        for name, state in states.items():
-            atomic_write(out / name, lambda fh, state=state: torch.save(state, fh))
-        atomic_write_text(out / "train_state.json", json.dumps({"episodes": self.episodes, "steps": self.steps,
-                                                               "best_eval_reward": self.best_eval}))
-        for name, rms in (("obs_rms.npz", self.model.obs_norm), ("ret_rms.npz", alg.reward_normalizer.return_rms)):
-            arrays = {k: v.detach().cpu().numpy() for k, v in rms.state_dict().items()}
-            atomic_write(out / name, lambda fh, arrays=arrays: np.savez(fh, **arrays))
+        with staged_directory(out, may_replace=False) as tmp:
+            atomic_write_text(tmp / "config.json", json.dumps({**self.config, "spaces": spaces}, indent=2))
+            for name, state in states.items():
+                atomic_write(tmp / name, lambda fh, state=state: torch.save(state, fh))
+            atomic_write_text(tmp / "train_state.json", json.dumps({"episodes": self.episodes, "steps": self.steps,
+                                                                   "best_eval_reward": self.best_eval}))
+            for name, rms in (("obs_rms.npz", self.model.obs_norm),
+                              ("ret_rms.npz", alg.reward_normalizer.return_rms)):
+                arrays = {k: v.detach().cpu().numpy() for k, v in rms.state_dict().items()}
+                atomic_write(tmp / name, lambda fh, arrays=arrays: np.savez(fh, **arrays))
         return out
 
     @classmethod

@@ -34,6 +34,10 @@ def test_train_act_save_load_give_the_same_actions(tmp_path):
     again, _, _ = loaded.act(states, deterministic=True)
     np.testing.assert_array_equal(again, action)
     assert PPO.from_pretrained(path).steps == agent.steps
+    same_second = [agent.save(tmp_path) for _ in range(2)]  # within one second: a new folder each, nothing replaced
+    assert len({path, *same_second}) == 3 and all(sorted(p.name for p in q.iterdir()) == sorted(FILES)
+                                                  for q in same_second)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging folder left
     with pytest.raises(FileNotFoundError, match="not a local directory"):
         PPO.from_pretrained("someone/pendulum-ppo")
 
