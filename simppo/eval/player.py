@@ -75,7 +75,9 @@ class Player:
 
     def reset(self, motion_id: int | None = None, time_s: float = 0.0, play: int | None = None) -> Frame:
         """Put the robot on the reference of ``motion_id`` (default: the current one) at ``time_s``, drawing as
-        play ``play`` (default: the current one) of that motion."""
+        play ``play`` (default: the current one; one of ``0 .. plays - 1``) of that motion."""
+        if play is not None and not 0 <= int(play) < self.plays:
+            raise ValueError(f"Player.reset: play {play} is not one of the {self.plays} plays (0-{self.plays - 1})")
         if motion_id is not None:
             self.motion_id = int(motion_id) % len(self.motion_names)
         if play is not None:

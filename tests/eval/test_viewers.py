@@ -202,7 +202,7 @@ def test_the_player_plays_the_evaluations_draws_of_a_play(loaded_run):
         want.append(batch.sim.qpos[2].clone())
     batch.close()
     one = make_eval_env(loaded_run, 1, "cpu", randomization="deploy", obs_noise=True)
-    player = Player(one, model.act_inference)
+    player = Player(one, model.act_inference, plays=2)
 
     def trajectory(play: int) -> list[torch.Tensor]:
         player.reset(2, play=play)
@@ -250,6 +250,10 @@ def test_play_keys_step_through_the_plays_of_a_motion(noisy_player):
     labels, values = overlay_text(p.frame, p)
     assert labels.split("\n")[1] == "play" and values.split("\n")[1] == "2 (0-2)"
     assert "PageDown" in key_help(p)
+    for outside in (3, -1):  # no play past the evaluation's: it would show draws that eval.json never reported
+        with pytest.raises(ValueError, match="not one of the 3 plays"):
+            p.reset(0, play=outside)
+    assert (p.motion_id, p.play) == (2, 2)
 
 
 def test_one_play_shows_no_play_controls(player):
