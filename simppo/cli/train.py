@@ -89,7 +89,7 @@ def run_files(run_dir: Path) -> list[Path]:
     if not run_dir.is_dir():
         return []
     found = [run_dir / n for n in RUN_FILES if (run_dir / n).exists()]
-    found += sorted(run_dir.glob("epoch_*.ckpt"))
+    found += sorted(run_dir.glob("epoch_*.ckpt")) + sorted(run_dir.glob("config.until_epoch_*.yaml"))
     found += [p for p in (run_dir / "videos", run_dir / "wandb", run_dir / "eval") if p.exists()]
     return found
 
@@ -224,9 +224,23 @@ def check_run_dir(run_dir: Path, cfg: TrainCfg) -> None:
                          "replaced_<time>/ inside it)")
 
 
-def start_run_dir(run_dir: Path, cfg_yaml: str, force: bool) -> Path | None:
+def _trained_with(cfg_yaml: str) -> dict:
+    """A run config without the keys that say how the run was started (not what it trains)."""
+    import yaml
+
+    try:
+        cfg = yaml.safe_load(cfg_yaml)
+    except yaml.YAMLError:
+        return {"unreadable": cfg_yaml}
+    if not isinstance(cfg, dict):
+        return {"unreadable": cfg_yaml}
+    return {k: v for k, v in cfg.items() if k not in ("resume", "checkpoint", "force")}
+
+
+def start_run_dir(run_dir: Path, cfg_yaml: str, force: bool, resumed_epoch: int | None = None) -> Path | None:
     """Once the run is sure to start: with ``force`` move an old run's files aside (returned), then write
-    ``config.yaml`` (atomically)."""
+    ``config.yaml`` (atomically). A run resumed (``resumed_epoch``) under other settings keeps the config its
+    epochs so far were trained with as ``config.until_epoch_<N>.yaml``."""
     from simppo.utils.files import atomic_write_text
 
     moved = None
@@ -241,7 +255,12 @@ def start_run_dir(run_dir: Path, cfg_yaml: str, force: bool) -> Path | None:
         for p in existing:
             os.replace(p, moved / p.name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "config.yaml", cfg_yaml)
+    config = run_dir / "config.yaml"
+    if resumed_epoch is not None and config.is_file() and _trained_with(config.read_text()) != _trained_with(cfg_yaml):
+        kept = run_dir / f"config.until_epoch_{resumed_epoch}.yaml"
+        if not kept.exists():  # a second resume from the same epoch: that epoch's first config stays
+            os.replace(config, kept)
+    atomic_write_text(config, cfg_yaml)
     return moved
 
 
@@ -394,7 +413,8 @@ def run(cfg_node) -> None:
     started = None
     if zero:
         try:
-            moved = start_run_dir(run_dir, OmegaConf.to_yaml(cfg_node, resolve=True), cfg.force)
+            moved = start_run_dir(run_dir, OmegaConf.to_yaml(cfg_node, resolve=True), cfg.force,
+                                  runner.epoch if cfg.resume else None)
             if moved is not None:
                 say(f"simppo-train: force=true: the previous run's files were moved to {moved}", flush=True)
         except OSError as exc:

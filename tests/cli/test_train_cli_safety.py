@@ -216,6 +216,12 @@ def test_damaged_checkpoint_is_refused_with_the_way_back(run, tmp_path):
     proc = train(r, "resume=true", f"checkpoint={r / 'epoch_4.ckpt'}", "max_epochs=6")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert torch.load(r / "last.ckpt", weights_only=True)["epoch"] == 6
+    # resumed under other settings: the config of the first 4 epochs is kept beside the new one
+    assert (r / "config.until_epoch_4.yaml").read_bytes() == before["config.yaml"]
+    assert "max_epochs: 6" in (r / "config.yaml").read_text()
+    proc = train(r, "resume=true", "max_epochs=6")  # resumed as it was started: nothing more is kept
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in r.glob("config.*.yaml")) == ["config.until_epoch_4.yaml"]
 
 
 def test_a_checkpoint_that_diverges_stops_without_overwriting_it(run, tmp_path):
