@@ -201,15 +201,17 @@ class PPOTrainer:
         """``save_dir/checkpoint_<frames>.ckpt`` (and ``best.ckpt`` on a new best ``keep_best`` metric), rotated."""
         path = self.save_dir / f"checkpoint_{self.checkpoint_step}.ckpt"
         state = self.runner.get_state_dict()
+        new_best = False
+        if self.keep_best is not None and self.keep_best[0] in self.metrics:
+            value = float(self.metrics[self.keep_best[0]])
+            if self.best is None or (value > self.best if self.keep_best[1] == "max" else value < self.best):
+                self.best, new_best = value, True
         if self.best is not None:  # a continued run keeps the best it has to beat
-            state[BEST_KEY] = float(self.best)
+            state[BEST_KEY] = self.best
         save_checkpoint(state, path)
         self._last_saved = self.checkpoint_step
-        if self.keep_best is not None and self.keep_best[0] in self.metrics:
-            value = self.metrics[self.keep_best[0]]
-            if self.best is None or (value > self.best if self.keep_best[1] == "max" else value < self.best):
-                self.best = value
-                save_checkpoint({**state, BEST_KEY: float(value)}, self.save_dir / BEST_FILE)
+        if new_best:
+            save_checkpoint(state, self.save_dir / BEST_FILE)
         if self.keep_last:
             for old in rotation(self.save_dir)[:-self.keep_last]:
                 old.unlink()

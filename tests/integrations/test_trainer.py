@@ -61,6 +61,7 @@ def test_a_save_folder_is_one_runs_and_a_continued_run_keeps_its_best(tmp_path):
     first.train()
     assert first.best is not None  # episodes of 100 steps ended in these 192
     folder = tmp_path / "ckpts"
+    assert torch.load(rotation(folder)[-1], weights_only=True)["trainer_best"] == first.best  # its last value too
     files = {p.name: p.read_bytes() for p in folder.iterdir()}
     # another run into the same folder: refused before it trains, every file as it was
     other = pendulum_trainer(tmp_path, total=N * 32 * 2, keep_last=2, keep_best=("episode/reward", "max"))
