@@ -27,8 +27,9 @@ def fail(prog: str, message: str, code: int = 2) -> NoReturn:
 
 
 def os_error_line(exc: OSError, path: str) -> str:
-    """One line for an ``OSError`` on a path simppo reads or writes: the path the error names (else ``path``) and
-    what is wrong. A folder that cannot be made because a file stands on its way names that file."""
+    """One line for an ``OSError`` on a path simppo reads or writes: the path the error names (else ``path``, the
+    output the command was making) and what is wrong. When a file stands where a folder of ``path`` must be made
+    (the error then names ``path`` or a parent of it), the line names that file and ``path``."""
     name = os.fsdecode(exc.filename) if exc.filename is not None else str(path)
     if exc.errno in (errno.EEXIST, errno.ENOTDIR):
         for part in (Path(name), *Path(name).parents):

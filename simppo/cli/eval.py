@@ -317,14 +317,17 @@ def cli_main(prog: str, doc: str, schema: str, run, argv: list[str] | None) -> i
     if any(a in ("-h", "--help") for a in argv):
         print(doc.strip().replace("``", ""))
         return 0
+    cfg = None
     try:
-        return run(compose_cfg(schema, argv))
+        cfg = compose_cfg(schema, argv)
+        return run(cfg)
     except (UsageError, EvalInputError) as exc:
         return report(prog, str(exc))
     except OSError as exc:  # an output that cannot be written (a file where a folder goes, no permission, disk full)
         if exc.filename is None:
             raise
-        return report(prog, os_error_line(exc, os.fsdecode(exc.filename)))
+        out = getattr(cfg, "out", None)  # the folder the command was making (the error may name a parent of it)
+        return report(prog, os_error_line(exc, str(out) if out else os.fsdecode(exc.filename)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,6 +156,9 @@ def test_out_that_is_a_file_or_holds_other_files(run_dir, tmp_path, capsys):
     f.write_text("mine")
     assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={f}"]) == 2
     assert capsys.readouterr().err.strip() == f"simppo-eval: error: out={f}: exists and is not a directory"
+    assert eval_main([f"checkpoint={run_dir / 'last.ckpt'}", f"out={f / 'sub'}"]) == 2  # a folder under the file
+    assert capsys.readouterr().err.strip() == (f"simppo-eval: error: {f}: is a file, so the folder {f / 'sub'} cannot "
+                                               "be made there")
     assert f.read_text() == "mine"
     d = tmp_path / "mine"
     d.mkdir()
